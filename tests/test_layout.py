@@ -1,0 +1,41 @@
+"""Imports run one way: ipc <- watcher -> summarizer. ipc and summarizer are leaves."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FORBIDDEN = {"ipc": {"watcher", "summarizer"}, "summarizer": {"watcher", "ipc"}}
+
+
+def imported_packages(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_leaf_packages_do_not_import_upward(package: str) -> None:
+    files = sorted((ROOT / package).rglob("*.py"))
+    assert files
+    for f in files:
+        bad = imported_packages(f) & FORBIDDEN[package]
+        assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_client_needs_only_pyzmq_and_msgpack() -> None:
+    third_party = set()
+    for f in (ROOT / "ipc").rglob("*.py"):
+        third_party |= imported_packages(f)
+    assert third_party - {"ipc", "__future__"} <= {
+        "asyncio", "collections", "contextlib", "dataclasses", "itertools", "types", "typing", "zmq", "msgpack",
+        "threading", "time", "json", "enum", "re", "functools", "queue", "concurrent", "os", "math", "abc",
+    }

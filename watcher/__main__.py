@@ -1,0 +1,5 @@
+import sys
+
+from watcher.cli import main
+
+sys.exit(main())
