@@ -113,8 +113,10 @@ _GREP_LINE = re.compile(
 _LS_LONG = re.compile(r"(?:[-dlcbps][rwxsStT-]{9}[.@+]?\s+\d+\s|total \d+$)")
 _NAME_LINE = re.compile(r"[\w.@+~,-]+(?:/[\w.@+~,-]*)*/?|\.?[\w./@+~-]*:")
 _CODE_LINE = re.compile(
-    r"\s*(?:(?:async +)?def |class |import |from \S+ import |#include|@\w|return\b|public |private |protected |"
-    r"static |func |function |const |let |var |package |fn |fun |be |new |[{}])|.*[{};:]\s*$"
+    r"\s*(?:#|//|/\*|\*|@\w|(?:def|class|import|from|return|if|elif|else|for|while|try|except|finally|with|raise|"
+    r"assert|pass|yield|break|continue|async|await|public|private|protected|static|func|function|const|let|var|"
+    r"package|fn|fun|be|new|case|switch|do|use|impl|struct|enum|typedef|void|int|char)\b)"
+    r"|.*(?:[=(){}\[\];,:]\s*$|\w\(|\s=\s)"
 )
 _DEFINITION = re.compile(
     r"\s*(?:(?:async +)?def |class |import |from \S+ import |#include|func |function |fn |fun |package |"
@@ -180,13 +182,15 @@ def _numbered_kind(lines: list[str]) -> ContentKind | None:
 
 
 def _is_listing(lines: list[str]) -> bool:
-    if _fraction(lines, _LS_LONG) >= 0.6:
-        return True
-    return len(lines) >= 5 and sum(1 for ln in lines if _NAME_LINE.fullmatch(ln)) >= 0.9 * len(lines)
+    if len(lines) < 3:
+        return False
+    names = sum(1 for ln in lines if _NAME_LINE.fullmatch(ln))
+    longs = sum(1 for ln in lines if _LS_LONG.match(ln))
+    return longs >= 0.5 * len(lines) and longs + names >= 0.8 * len(lines) or names >= 0.9 * len(lines)
 
 
 def _is_source(lines: list[str]) -> bool:
-    return _fraction(lines, _CODE_LINE) >= 0.4 and any(_DEFINITION.match(ln) for ln in lines)
+    return _fraction(lines, _CODE_LINE) >= 0.5 and any(_DEFINITION.match(ln) for ln in lines)
 
 
 def detect_body(body: str) -> ContentKind:
@@ -207,9 +211,11 @@ def detect_body(body: str) -> ContentKind:
         return "grep"
     if _is_listing(lines):
         return "listing"
+    if _fraction(lines, _LOG_LINE) >= 0.2:
+        return "log"
     if _is_source(lines):
         return "file"
-    if _fraction(lines, _LOG_LINE) >= 0.2 or len(lines) >= 40:
+    if len(lines) >= 40:
         return "log"
     return "prose"
 

@@ -82,7 +82,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from watcher.paths import default_endpoint, default_state_dir
 
     try:
-        cfg = cfgmod.load(args.config or cfgmod.env_path())
+        cfg = cfgmod.load_effective(args.config)
     except cfgmod.ConfigError as exc:
         return _fail(str(exc))
     if args.model:

@@ -278,16 +278,16 @@ def _show(v: object, secret: bool = False) -> str:
 
 def _validate(rule_key: str, typ: type, v: object) -> Any:
     """Type-check ``v`` (bool is not an int; an int is a float), then apply the key's rule."""
-    secret = rule_key in _SECRET
-    if typ is float and isinstance(v, int) and not isinstance(v, bool):
+    shown = _show(v, secret=rule_key in _SECRET)  # as written: "got 0", not "got 0.0"
+    if typ is float and type(v) is int:
         v = float(v)
     if type(v) is not typ:
-        raise _Invalid(f"must be {_TYPE_NOUNS[typ]}, got {_show(v, secret)} ({_toml_type(v)})")
+        raise _Invalid(f"must be {_TYPE_NOUNS[typ]}, got {shown} ({_toml_type(v)})")
     if isinstance(v, float) and not math.isfinite(v):
         raise _Invalid(f"must be a finite number, got {v}")
     rule = _RULES.get(rule_key)
     if rule is not None and not rule.ok(v):
-        raise _Invalid(f"must be {rule.what}, got {_show(v, secret)}")
+        raise _Invalid(f"must be {rule.what}, got {shown}")
     return v
 
 
@@ -342,9 +342,13 @@ def _key_lines(text: str) -> dict[tuple[str, ...], int]:
             continue
         if m := _HEADER_RE.match(line):
             table = _split_key(m[1])
-            out.setdefault(table, n)
+            defined = table
         elif m := _KEY_RE.match(line):
-            out.setdefault(table + _split_key(m[1]), n)
+            defined = table + _split_key(m[1])
+        else:
+            defined = ()
+        for i in range(1, len(defined) + 1):  # "a.b.c = 1" also defines tables a and a.b
+            out.setdefault(defined[:i], n)
         for delim in ('"""', "'''"):
             if line.count(delim) % 2:
                 in_string = delim
@@ -465,9 +469,11 @@ def _env_values(env: Mapping[str, str]) -> tuple[_Values, tuple[str, ...]]:
         if not var.startswith(ENV_PREFIX) or var == ENV_CONFIG:
             continue
         section, _, key = var[len(ENV_PREFIX) :].lower().partition("_")
+        where, dotted = f"${var}", f"{section}.{key}"
+        if section == "agents":
+            raise _error(where, dotted, "[agents.*] can only be set in the config file")
         if section not in _SECTIONS:
             continue
-        where, dotted = f"${var}", f"{section}.{key}"
         types = _field_types(_SECTIONS[section])
         if key not in types:
             raise _error(where, dotted, _unknown(key, list(types)))

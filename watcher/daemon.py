@@ -22,6 +22,7 @@ from summarizer.engine import EngineSettings, LlamaEngine, ModelError
 from watcher import logs
 from watcher.config import Config
 from watcher.paths import default_model_path, ipc_path
+from watcher.sdnotify import Notifier, watchdog_interval, watchdog_loop
 from watcher.server import Server
 
 log = logs.get("compactd.daemon")
@@ -65,6 +66,7 @@ class Daemon:
         self.ctx: zmq.asyncio.Context | None = None
         self.sock: zmq.asyncio.Socket | None = None
         self.server: Server | None = None
+        self.notifier = Notifier.from_env()
 
     # --- steps ---------------------------------------------------------------------------------------
     def _bind(self) -> zmq.asyncio.Socket:
@@ -104,9 +106,19 @@ class Daemon:
         while True:
             await asyncio.sleep(min(5.0, self.cfg.daemon.agent_timeout_s / 4))
             self.server.expire(self.cfg.daemon.agent_timeout_s)
+            self.notifier.status(self.status_line())
+
+    def status_line(self) -> str:
+        if self.server is None:
+            return "starting"
+        agents = list(self.server.agents.values())
+        worst = min((1.0 - a.usage for a in agents), default=1.0)
+        degraded = " (degraded: deterministic digests only)" if self.server.summarizer.degraded else ""
+        return f"{len(agents)} agent(s), worst headroom {worst:.0%}{degraded}"
 
     async def serve(self) -> None:
         """Run until SIGINT/SIGTERM or the shutdown trigger; then stop gracefully."""
+        self.notifier.extend_timeout(120.0)  # loading the model may take a while on a cold cache
         self.engine = await asyncio.to_thread(load_engine, self.cfg)
         try:
             self.sock = self._bind()
@@ -120,17 +132,23 @@ class Daemon:
                 n_threads=self.engine.n_threads if self.engine else 0,
                 pid=os.getpid(),
             )
+            self.notifier.ready(self.status_line())
             async with asyncio.TaskGroup() as tg:
-                trigger = tg.create_task(self._watch_trigger(), name="shutdown-trigger")
-                house = tg.create_task(self._housekeeping(), name="housekeeping")
+                background = [
+                    tg.create_task(self._watch_trigger(), name="shutdown-trigger"),
+                    tg.create_task(self._housekeeping(), name="housekeeping"),
+                ]
+                if (interval := watchdog_interval()) is not None:
+                    background.append(tg.create_task(watchdog_loop(self.notifier, interval), name="watchdog"))
                 await self.server.run(self.stop)
-                trigger.cancel()
-                house.cancel()
+                for task in background:
+                    task.cancel()
         finally:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
         log.info("stopping")
+        self.notifier.stopping()
         if self.server is not None:
             await self.server.drain()  # step 1: stop compaction jobs
         if self.sock is not None:  # step 2: close the socket and remove its file
@@ -143,4 +161,5 @@ class Daemon:
             self.ctx.term()
         if self.engine is not None:  # step 3: close the model
             await asyncio.to_thread(self.engine.close)
+        self.notifier.close()
         log.info("stopped")

@@ -34,7 +34,7 @@ from summarizer.digest import Summarizer
 from watcher import logs
 from watcher.agents import AgentState
 from watcher.compactor import build_proposal
-from watcher.config import Config
+from watcher.config import Config, resolve_agent
 from watcher.planner import Watermarks, plan
 
 log = logs.get("compactd.server")
@@ -137,12 +137,18 @@ class Server:
 
     def _hello(self, peer: bytes, msg: dict[str, Any], ref: int | None) -> None:
         hello = parse_hello(msg)
-        comp = self.cfg.compaction
-        override = self.cfg.agents.get(hello.agent)
-        budget = override.budget if override and override.budget else hello.budget
-        reserve = override.reserve if override and override.reserve else (hello.reserve or comp.reserve)
-        policy = (override.policy if override and override.policy else None) or hello.policy or comp.policy
-        marks = Watermarks(budget, reserve, comp.low_watermark)
+        try:
+            eff = resolve_agent(
+                self.cfg,
+                hello.agent,
+                requested_budget=hello.budget,
+                requested_reserve=hello.reserve,
+                requested_policy=hello.policy,
+            )
+        except ValueError as exc:
+            raise ProtocolError(E.INVALID, f"HELLO: {exc}", ref) from None
+        budget, reserve, policy = eff.budget, eff.reserve, eff.policy
+        marks = Watermarks(budget, reserve, eff.low_watermark)
         old = self.agents.get(hello.agent)
         if old is not None:
             self.by_peer.pop(old.peer, None)

@@ -144,7 +144,12 @@ def test_full_file_round_trips(tmp_path: Path) -> None:
             timeout_s=15.0,
         ),
         compaction=CompactionConfig(
-            reserve=0.2, low_watermark=0.5, policy="manual", planner="recency", fresh_turns=0, default_budget=8000
+            reserve=0.2,
+            low_watermark=0.5,
+            policy="manual",
+            planner="recency",
+            fresh_turns=0,
+            default_budget=8000,
         ),
         agents={
             "planner-bot": AgentOverride(
@@ -173,7 +178,7 @@ def test_config_is_frozen_and_hides_tokens(tmp_path: Path) -> None:
 
 
 def test_dotted_and_inline_forms_are_accepted(tmp_path: Path) -> None:
-    text = 'compaction.reserve = 0.25\nmodel = { n_ctx = 1024 }\nagents.bot.budget = 5000\n'
+    text = "compaction.reserve = 0.25\nmodel = { n_ctx = 1024 }\nagents.bot.budget = 5000\n"
     cfg = load(write(tmp_path, text))
     assert cfg.compaction.reserve == 0.25
     assert cfg.model.n_ctx == 1024
@@ -202,15 +207,15 @@ ERRORS = [
     ("[daemon]\nstate_dir = 1979-05-27\n", 2, "daemon.state_dir", "(datetime)"),
     # out of range
     ("\n[compaction]\nreserve = 1.5\n", 3, "compaction.reserve", "must be a number in (0, 1), got 1.5"),
-    ("[compaction]\nreserve = 0\n", 2, "compaction.reserve", "must be a number in (0, 1), got 0.0"),
+    ("[compaction]\nreserve = 0\n", 2, "compaction.reserve", "must be a number in (0, 1), got 0"),
     ("[compaction]\nreserve = nan\n", 2, "compaction.reserve", "must be a finite number, got nan"),
-    ("[compaction]\nlow_watermark = 1\n", 2, "compaction.low_watermark", "in (0, 1), got 1.0"),
+    ("[compaction]\nlow_watermark = 1\n", 2, "compaction.low_watermark", "in (0, 1), got 1"),
     ("[compaction]\nfresh_turns = -1\n", 2, "compaction.fresh_turns", "must be an integer >= 0, got -1"),
     ("[compaction]\ndefault_budget = 999\n", 2, "compaction.default_budget", "in [1000, 100000000], got 999"),
     ("[daemon]\nmax_frame_bytes = 1023\n", 2, "daemon.max_frame_bytes", "in [1024, 1073741824], got 1023"),
     ("[daemon]\nmax_frame_bytes = 1073741825\n", 2, "daemon.max_frame_bytes", "got 1073741825"),
-    ("[daemon]\nheartbeat_s = 0\n", 2, "daemon.heartbeat_s", "must be a number > 0, got 0.0"),
-    ("[daemon]\nagent_timeout_s = -1\n", 2, "daemon.agent_timeout_s", "must be a number > 0, got -1.0"),
+    ("[daemon]\nheartbeat_s = 0\n", 2, "daemon.heartbeat_s", "must be a number > 0, got 0"),
+    ("[daemon]\nagent_timeout_s = -1\n", 2, "daemon.agent_timeout_s", "must be a number > 0, got -1"),
     ("[model]\ntimeout_s = 0.0\n", 2, "model.timeout_s", "must be a number > 0"),
     ("[model]\nn_ctx = 255\n", 2, "model.n_ctx", "must be an integer >= 256, got 255"),
     ("[model]\nn_threads = -1\n", 2, "model.n_threads", "must be an integer >= 0, got -1"),
@@ -219,7 +224,12 @@ ERRORS = [
     ("[store]\nretention_days = -1\n", 2, "store.retention_days", ">= 0"),
     ("[store]\nmax_archive_mb = -5\n", 2, "store.max_archive_mb", ">= 0"),
     # bad enums and formats
-    ('[daemon]\nlog_level = "verbose"\n', 2, "daemon.log_level", "one of 'debug', 'info', 'warning', 'error'"),
+    (
+        '[daemon]\nlog_level = "verbose"\n',
+        2,
+        "daemon.log_level",
+        "one of 'debug', 'info', 'warning', 'error'",
+    ),
     ('[daemon]\nlog_level = "INFO"\n', 2, "daemon.log_level", "got 'INFO'"),
     ('[daemon]\nlog_format = "text"\n', 2, "daemon.log_format", "one of 'auto', 'json', 'console'"),
     ('[compaction]\npolicy = "always"\n', 2, "compaction.policy", "one of 'auto', 'manual', 'off'"),
@@ -239,14 +249,25 @@ ERRORS = [
     ("[compaction]\nlow_watermark = 0.9\n", 2, "compaction.low_watermark", "low_watermark < 1 - reserve"),
     ("[compaction]\nreserve = 0.5\n", 2, "compaction.reserve", "got low_watermark = 0.6, reserve = 0.5"),
     ("[model]\nmax_tokens = 4096\n", 2, "model.max_tokens", "max_tokens < n_ctx, got 4096 >= 2048"),
-    ("[model]\nn_ctx = 256\n", 2, "model.n_ctx", "max_tokens < n_ctx, got 128 >= 256"),
-    ("[daemon]\nheartbeat_s = 120\n", 2, "daemon.heartbeat_s", "heartbeat_s < agent_timeout_s"),
+    ("[model]\nmax_tokens = 300\nn_ctx = 256\n", 2, "model.max_tokens", "got 300 >= 256"),
+    (
+        "[daemon]\nheartbeat_s = 120\n",
+        2,
+        "daemon.heartbeat_s",
+        "heartbeat_s < agent_timeout_s, got 120 >= 120",
+    ),
+    ("[daemon]\nagent_timeout_s = 5\n", 2, "daemon.agent_timeout_s", "heartbeat_s < agent_timeout_s"),
     # keys written as dotted keys or inline tables
     ("compaction.reserve = 2.0\n", 1, "compaction.reserve", "in (0, 1)"),
     ("[compaction]\nreserve . x = 1\n", 2, "compaction.reserve", "must be a number, got {'x': 1} (table)"),
     ("\ncompaction = { reserve = 2.0 }\n", 2, "compaction.reserve", "in (0, 1)"),
     # a key-like line inside a multi-line string is not a key
-    ('[daemon]\nsocket = """\nreserve = 1\n"""\n[compaction]\nreserve = 2.0\n', 7, "compaction.reserve", "got 2.0"),
+    (
+        '[daemon]\nsocket = """\n[compaction]\nreserve = 1\n"""\n[compaction]\nreserve = 2.0\n',
+        7,
+        "compaction.reserve",
+        "2.0",
+    ),
     # bad agent overrides
     ("[agents.bot]\nbudjet = 5000\n", 2, "agents.bot.budjet", "unknown key (did you mean 'budget'?)"),
     ("[agents.bot]\nbudget = 500\n", 2, "agents.bot.budget", "in [1000, 100000000], got 500"),
@@ -283,7 +304,9 @@ def test_token_is_never_echoed(tmp_path: Path) -> None:
     message = load_error(write(tmp_path, f'[agents.bot]\ntoken = "{secret}"\n'))
     assert secret not in message
     assert "16-512 printable characters" in message
-    message = load_error(write(tmp_path, f'[agents.a]\ntoken = "{TOKEN_A}"\n[agents.b]\ntoken = "{TOKEN_A}"\n'))
+    message = load_error(
+        write(tmp_path, f'[agents.a]\ntoken = "{TOKEN_A}"\n[agents.b]\ntoken = "{TOKEN_A}"\n')
+    )
     assert TOKEN_A not in message
 
 
@@ -378,6 +401,7 @@ def test_env_overrides_without_a_file(tmp_path: Path) -> None:
         ("COMPACTD_DAEMON_LOG_LEVEL", "loud", "daemon.log_level", "one of 'debug'"),
         ("COMPACTD_MODEL_PATHH", "/x", "model.pathh", "unknown key (did you mean 'path'?)"),
         ("COMPACTD_COMPACTION_LOW_WATERMARK", "0.95", "compaction.low_watermark", "< 1 - reserve"),
+        ("COMPACTD_AGENTS_BOT_TOKEN", TOKEN_A, "agents.bot_token", "can only be set in the config file"),
     ],
 )
 def test_env_errors_name_the_variable(tmp_path: Path, var: str, value: str, key: str, fragment: str) -> None:
@@ -455,11 +479,18 @@ def test_lookup_uses_os_environ_by_default(
     monkeypatch.setenv("COMPACTD_CONFIG", str(places["env"]))
     monkeypatch.setenv("COMPACTD_COMPACTION_RESERVE", "0.25")
     cfg = load_effective(None, etc_path=missing_etc)
-    assert (cfg.source, cfg.compaction.default_budget, cfg.compaction.reserve) == (str(places["env"]), 1001, 0.25)
+    assert (cfg.source, cfg.compaction.default_budget, cfg.compaction.reserve) == (
+        str(places["env"]),
+        1001,
+        0.25,
+    )
 
 
 def test_configuration_directory_may_list_several(tmp_path: Path, places: dict[str, Path]) -> None:
-    env = {"CONFIGURATION_DIRECTORY": f"{tmp_path / 'empty'}::{places['confdir'].parent}", "HOME": str(tmp_path)}
+    env = {
+        "CONFIGURATION_DIRECTORY": f"{tmp_path / 'empty'}::{places['confdir'].parent}",
+        "HOME": str(tmp_path),
+    }
     assert find_config_path(None, env, etc_path=places["etc"]) == places["confdir"]
 
 
@@ -502,20 +533,20 @@ def test_example_documents_every_key() -> None:
         assert f"# {f.name} = " in text, f.name
 
 
-def test_example_agent_block_is_valid_once_uncommented() -> None:
+def test_example_agent_block_is_valid_once_uncommented(tmp_path: Path) -> None:
     text = EXAMPLE.read_text(encoding="utf-8")
     block = text[text.index("# [agents.planner-bot]") :]
     uncommented = "\n".join(line.removeprefix("# ") for line in block.splitlines())
-    cfg = load_from_text(uncommented)
-    assert cfg.agents["planner-bot"].budget == 128000
-    assert cfg.agents["planner-bot"].token == "replace-with-a-long-random-secret"
-
-
-def load_from_text(text: str) -> Config:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        return load(write(Path(tmp), text))
+    cfg = load(write(tmp_path, text + uncommented))
+    assert cfg.agents == {
+        "planner-bot": AgentOverride(
+            budget=128000,
+            reserve=0.1,
+            policy="manual",
+            planner="recency",
+            token="replace-with-a-long-random-secret",
+        )
+    }
 
 
 @pytest.mark.parametrize("key", sorted(RESTART_REQUIRED))
@@ -564,23 +595,33 @@ def test_diff_restart_required(tmp_path: Path) -> None:
 
 def test_resolve_agent_defaults() -> None:
     got = resolve_agent(Config(), "anyone")
-    assert got == ResolvedAgent(budget=32000, reserve=0.15, policy="auto", planner="optimistic", low_watermark=0.6)
+    assert got == ResolvedAgent(
+        budget=32000, reserve=0.15, policy="auto", planner="optimistic", low_watermark=0.6
+    )
     assert got.high_water_tokens == 27200
     assert got.low_water_tokens == 19200
 
 
 def test_resolve_agent_requests_win_over_defaults() -> None:
-    got = resolve_agent(Config(), "a", requested_budget=8000, requested_reserve=0.25, requested_policy="manual")
+    got = resolve_agent(
+        Config(), "a", requested_budget=8000, requested_reserve=0.25, requested_policy="manual"
+    )
     assert (got.budget, got.reserve, got.policy) == (8000, 0.25, "manual")
 
 
 def test_resolve_agent_config_overrides_win_over_requests(tmp_path: Path) -> None:
     cfg = load(write(tmp_path, FULL))
-    got = resolve_agent(cfg, "planner-bot", requested_budget=8000, requested_reserve=0.3, requested_policy="auto")
-    assert got == ResolvedAgent(budget=128000, reserve=0.1, policy="off", planner="optimistic", low_watermark=0.5)
+    got = resolve_agent(
+        cfg, "planner-bot", requested_budget=8000, requested_reserve=0.3, requested_policy="auto"
+    )
+    assert got == ResolvedAgent(
+        budget=128000, reserve=0.1, policy="off", planner="optimistic", low_watermark=0.5
+    )
     # an override with only a token leaves the requests in charge
     got = resolve_agent(cfg, "ci bot", requested_budget=9000)
-    assert got == ResolvedAgent(budget=9000, reserve=0.2, policy="manual", planner="recency", low_watermark=0.5)
+    assert got == ResolvedAgent(
+        budget=9000, reserve=0.2, policy="manual", planner="recency", low_watermark=0.5
+    )
     # an overridden key's request is not used, so not validated either
     assert resolve_agent(cfg, "planner-bot", requested_reserve=0.99).reserve == 0.1
 
@@ -617,6 +658,14 @@ def test_parse_mqtt_url() -> None:
     assert parse_mqtt_url("mqtt://broker") == ("broker", 1883)
     assert parse_mqtt_url("mqtt://broker:1884/") == ("broker", 1884)
     assert parse_mqtt_url("mqtt://[::1]:1884") == ("::1", 1884)
-    for bad in ("", "broker:1883", "mqtts://broker", "mqtt://", "mqtt://u:p@broker", "mqtt://b/x", "mqtt://b:x"):
+    for bad in (
+        "",
+        "broker:1883",
+        "mqtts://broker",
+        "mqtt://",
+        "mqtt://u:p@broker",
+        "mqtt://b/x",
+        "mqtt://b:x",
+    ):
         with pytest.raises(ValueError):
             parse_mqtt_url(bad)
