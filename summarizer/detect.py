@@ -8,6 +8,7 @@ even on a 900k-character observation.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -50,7 +51,9 @@ _MINI_TIMEOUT = re.compile(
     r"The output of the command was:\n ?<output>\n)(.*)(</output>.*)",
     re.S,
 )
-_OPENHANDS_READ = re.compile(r"(Here's the result of running `cat -n` on [^\n]*:\n)(.*?)(<response clipped>.*)?", re.S)
+_OPENHANDS_READ = re.compile(
+    r"(Here's the result of running `cat -n` on [^\n]*:\n)(.*?)(<response clipped>.*)?", re.S
+)
 _SWE_FOOTER = re.compile(r"\n\(Open file: [^\n]*\)\n\(Current directory: [^\n]*\)\nbash-\$\s*")
 _SWE_FILE = re.compile(r"(\[File: [^\n]*\(\d+ lines total\)\]\n)(.*)", re.S)
 
@@ -111,7 +114,7 @@ _GREP_LINE = re.compile(
     r"(?:(?=[^\s:]*[/.])[^\s:]+:(?:\d+[:-]|\s*\S)|grep: .*: binary file matches$|Binary file .* matches$)"
 )
 _LS_LONG = re.compile(r"(?:[-dlcbps][rwxsStT-]{9}[.@+]?\s+\d+\s|total \d+$)")
-_NAME_LINE = re.compile(r"[\w.@+~,-]+(?:/[\w.@+~,-]*)*/?|\.?[\w./@+~-]*:")
+_NAME_LINE = re.compile(r"/?[\w.@+~,-]+(?:/[\w.@+~,-]*)*[/*@]?|\.?[\w./@+~-]*:")
 _CODE_LINE = re.compile(
     r"\s*(?:#|//|/\*|\*|@\w|(?:def|class|import|from|return|if|elif|else|for|while|try|except|finally|with|raise|"
     r"assert|pass|yield|break|continue|async|await|public|private|protected|static|func|function|const|let|var|"
@@ -122,6 +125,7 @@ _DEFINITION = re.compile(
     r"\s*(?:(?:async +)?def |class |import |from \S+ import |#include|func |function |fn |fun |package |"
     r"(?:public|private|protected|static) )"
 )
+_PROGRAM_OUTPUT = re.compile(r"^Traceback \(most recent call last\):$|^\S+:\d+: \w*Warning: ", re.M)
 _LOG_LINE = re.compile(
     r"(?:\[?(?:INFO|DEBUG|WARN|WARNING|ERROR|TRACE|FATAL|CRITICAL)\b|.*\b\d{2}:\d{2}:\d{2}\b|\d{4}-\d{2}-\d{2}"
     r"|Traceback \(most recent call last\))"
@@ -169,7 +173,7 @@ def _consecutive(lines: list[str]) -> bool:
     nums = [int(m[1]) for ln in lines if (m := _COLON_NUMBERED.match(ln))]
     if len(nums) < 2:
         return False
-    steps = sum(1 for a, b in zip(nums, nums[1:], strict=False) if b == a + 1)
+    steps = sum(1 for a, b in itertools.pairwise(nums) if b == a + 1)
     return steps >= 0.8 * (len(nums) - 1)
 
 
@@ -186,11 +190,15 @@ def _is_listing(lines: list[str]) -> bool:
         return False
     names = sum(1 for ln in lines if _NAME_LINE.fullmatch(ln))
     longs = sum(1 for ln in lines if _LS_LONG.match(ln))
-    return longs >= 0.5 * len(lines) and longs + names >= 0.8 * len(lines) or names >= 0.9 * len(lines)
+    return longs + names >= 0.85 * len(lines)
 
 
 def _is_source(lines: list[str]) -> bool:
-    return _fraction(lines, _CODE_LINE) >= 0.5 and any(_DEFINITION.match(ln) for ln in lines)
+    if _fraction(lines, _GREP_LINE) >= 0.3:  # lint or compiler messages quoting code
+        return False
+    code = _fraction(lines, _CODE_LINE)
+    definitions = sum(1 for ln in lines if _DEFINITION.match(ln))
+    return code >= 0.7 or (code >= 0.5 and definitions >= 1) or (code >= 0.25 and definitions >= 3)
 
 
 def detect_body(body: str) -> ContentKind:
@@ -211,7 +219,7 @@ def detect_body(body: str) -> ContentKind:
         return "grep"
     if _is_listing(lines):
         return "listing"
-    if _fraction(lines, _LOG_LINE) >= 0.2:
+    if _fraction(lines, _LOG_LINE) >= 0.2 or _PROGRAM_OUTPUT.search(sample):
         return "log"
     if _is_source(lines):
         return "file"

@@ -48,6 +48,27 @@ class Generation:
     stopped: str  # "stop" | "length" | "repetition"
 
 
+_silenced = False
+
+
+def silence_llama_logs() -> None:
+    """Route llama.cpp's own stderr chatter to nowhere (our errors are raised, not printed)."""
+    global _silenced  # noqa: PLW0603 - one process-wide C callback
+    if _silenced:
+        return
+    import ctypes
+
+    import llama_cpp
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+        return None
+
+    llama_cpp.llama_log_set(_drop, ctypes.c_void_p(0))
+    globals()["_log_callback"] = _drop  # keep a reference: the C side holds a raw pointer
+    _silenced = True
+
+
 def default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -76,6 +97,7 @@ class LlamaEngine:
         check_model_file(settings.path)
         from llama_cpp import Llama  # heavy import, only where the model is used
 
+        silence_llama_logs()
         self.settings = settings
         self.n_threads = settings.n_threads or default_threads()
         try:

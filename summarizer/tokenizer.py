@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from summarizer.engine import ModelError, check_model_file
+from summarizer.engine import ModelError, check_model_file, silence_llama_logs
 
 
 def load_counter(path: str) -> Callable[[str], int]:
@@ -13,6 +13,7 @@ def load_counter(path: str) -> Callable[[str], int]:
     check_model_file(path)
     from llama_cpp import Llama
 
+    silence_llama_logs()
     try:
         vocab: Any = Llama(model_path=path, vocab_only=True, verbose=False)
     except Exception as exc:

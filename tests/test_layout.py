@@ -36,6 +36,24 @@ def test_client_needs_only_pyzmq_and_msgpack() -> None:
     for f in (ROOT / "ipc").rglob("*.py"):
         third_party |= imported_packages(f)
     assert third_party - {"ipc", "__future__"} <= {
-        "asyncio", "collections", "contextlib", "dataclasses", "itertools", "types", "typing", "zmq", "msgpack",
-        "threading", "time", "json", "enum", "re", "functools", "queue", "concurrent", "os", "math", "abc",
+        "asyncio",
+        "collections",
+        "contextlib",
+        "dataclasses",
+        "itertools",
+        "types",
+        "typing",
+        "zmq",
+        "msgpack",
+        "threading",
+        "time",
+        "json",
+        "enum",
+        "re",
+        "functools",
+        "queue",
+        "concurrent",
+        "os",
+        "math",
+        "abc",
     }

@@ -33,6 +33,7 @@ class AgentState:
     job_running: bool = False
     last_seen: float = field(default_factory=time.monotonic)
     stuck_reported: bool = False
+    stuck_tokens: int = 0  # usage when compaction last found nothing to fold
     compactions: int = 0
     tokens_saved: int = 0
     nacks: int = 0

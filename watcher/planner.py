@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from ipc.sections import Section
 
+MIN_REGION_TOKENS = 200  # below this a digest (header + facts) saves too little to be worth a cache miss
+
 
 @dataclass(frozen=True)
 class Watermarks:
@@ -48,29 +50,46 @@ def plan(sections: Sequence[Section], marks: Watermarks, fresh: int) -> Plan | N
         return None
     need = total - marks.low
     oversize = max(1, (marks.high - marks.low) // 2)
-    n = len(sections)
     big = _oversized(sections, fresh, oversize)
     if big is not None:
         prefix = sum(s.tokens for s in sections[:big])
         sec = sections[big]
         return Plan((sec.id,), sec.tokens, digest_target(sec.tokens, marks.budget), total - prefix)
-    start = next((i for i, s in enumerate(sections) if not is_anchor(s, i, n, fresh, oversize)), None)
-    if start is None:
-        return None
-    region: list[Section] = []
-    tokens = 0
-    i = start
-    while i < n and not is_anchor(sections[i], i, n, fresh, oversize):
-        region.append(sections[i])
-        tokens += sections[i].tokens
-        i += 1
-        saved = tokens - digest_target(tokens, marks.budget)
-        if saved >= need and not (i < n and sections[i].group and sections[i].group == region[-1].group):
-            break
-    if not region or tokens < 32:
-        return None
-    prefix = sum(s.tokens for s in sections[:start])
-    return Plan(tuple(s.id for s in region), tokens, digest_target(tokens, marks.budget), total - prefix)
+    for start, stop in _runs(sections, fresh, oversize):
+        region: list[Section] = []
+        tokens = 0
+        for i in range(start, stop):
+            region.append(sections[i])
+            tokens += sections[i].tokens
+            saved = tokens - digest_target(tokens, marks.budget)
+            splits_group = (
+                i + 1 < stop and sections[i + 1].group and sections[i + 1].group == sections[i].group
+            )
+            if saved >= need and not splits_group:
+                break
+        if tokens >= MIN_REGION_TOKENS:
+            prefix = sum(s.tokens for s in sections[:start])
+            return Plan(
+                tuple(s.id for s in region), tokens, digest_target(tokens, marks.budget), total - prefix
+            )
+    return None
+
+
+def _runs(sections: Sequence[Section], fresh: int, oversize: int) -> list[tuple[int, int]]:
+    """Maximal runs [start, stop) of consecutive non-anchor sections, oldest first."""
+    n = len(sections)
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, s in enumerate(sections):
+        if is_anchor(s, i, n, fresh, oversize):
+            if start is not None:
+                runs.append((start, i))
+            start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        runs.append((start, n))
+    return runs
 
 
 def _oversized(sections: Sequence[Section], fresh: int, oversize: int) -> int | None:

@@ -262,6 +262,7 @@ class Server:
 
     def _bye(self, state: AgentState, msg: dict[str, Any], ref: int | None) -> None:
         self.by_peer.pop(state.peer, None)
+        self.agents.pop(state.agent, None)
         log.info("agent_detached", agent=state.agent)
         self.send(state.peer, {"t": T.BYE, "re": ref})
         self.on_change()
@@ -313,22 +314,31 @@ class Server:
             return
         if state.ctx.tokens < state.marks.high:
             state.stuck_reported = False
+            state.stuck_tokens = 0
             return
+        if state.stuck_tokens and state.ctx.tokens < state.stuck_tokens + state.marks.budget // 50:
+            return  # nothing foldable was left; wait until the context has grown before trying again
         p = plan(list(state.ctx), state.marks, self.cfg.compaction.fresh_turns)
         if p is None:
-            if not state.stuck_reported:
-                state.stuck_reported = True
-                log.warning(
-                    "cannot_restore_headroom",
-                    agent=state.agent,
-                    tokens=state.ctx.tokens,
-                    budget=state.marks.budget,
-                )
+            self._stuck(state, "only anchors and small regions are left")
             return
         state.job_running = True
         task = asyncio.create_task(self._compact(state, p), name=f"compact-{state.agent}")
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+    def _stuck(self, state: AgentState, why: str) -> None:
+        """Headroom cannot be restored now: say so once, and do not loop."""
+        state.stuck_tokens = state.ctx.tokens
+        if not state.stuck_reported:
+            state.stuck_reported = True
+            log.warning(
+                "cannot_restore_headroom",
+                agent=state.agent,
+                tokens=state.ctx.tokens,
+                budget=state.marks.budget,
+                reason=why,
+            )
 
     async def _compact(self, state: AgentState, p: Any) -> None:
         try:
@@ -338,7 +348,10 @@ class Server:
             pending = None
         finally:
             state.job_running = False
-        if pending is None or self.agents.get(state.agent) is not state:
+        if self.agents.get(state.agent) is not state:
+            return
+        if pending is None:
+            self._stuck(state, "the digest would not be smaller than its region")
             return
         reason = state.ctx.stale_reason(pending.proposal)
         if reason:  # the mirror moved under the job: plan again on the next change

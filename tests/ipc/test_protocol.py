@@ -63,7 +63,15 @@ def test_ops_validation() -> None:
         [{"op": "explode"}],
         [{"op": "append", "sections": [{"id": "s1", "kind": "bogus", "text": "x"}]}],
         [{"op": "append", "sections": [{"id": "s1", "kind": "user", "text": "x" * 200}]}],
-        [{"op": "append", "sections": [{"id": "s1", "kind": "user", "text": "a"}, {"id": "s1", "kind": "user", "text": "b"}]}],
+        [
+            {
+                "op": "append",
+                "sections": [
+                    {"id": "s1", "kind": "user", "text": "a"},
+                    {"id": "s1", "kind": "user", "text": "b"},
+                ],
+            }
+        ],
         [{"op": "remove", "ids": [1, 2]}],
         "nope",
     ):

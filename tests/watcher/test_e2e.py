@@ -18,10 +18,12 @@ from summarizer.tokenizer import load_counter
 from watcher.replay import DaemonProcess
 from watcher.trajectories import load
 
-BUDGET = 6000
+BUDGET = 8000
 
 
-async def test_trajectory_compacts_with_the_model(daemon: DaemonProcess, trajectories: Path, model_path: str) -> None:
+async def test_trajectory_compacts_with_the_model(
+    daemon: DaemonProcess, trajectories: Path, model_path: str
+) -> None:
     count = load_counter(model_path)
     traj = load(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj", count=count)[0]
     applied = []
@@ -67,7 +69,12 @@ async def test_status_cli_and_malformed_frames(daemon: DaemonProcess) -> None:
     bad = ctx.socket(zmq.DEALER)
     bad.connect(daemon.endpoint)
     try:
-        for frame in (b"\xc1garbage", encode({"t": "HELLO"}), encode({"v": 99, "t": "HELLO"}), b"\x93\x01\x02\x03"):
+        for frame in (
+            b"\xc1garbage",
+            encode({"t": "HELLO"}),
+            encode({"v": 99, "t": "HELLO"}),
+            b"\x93\x01\x02\x03",
+        ):
             await bad.send(frame)
             reply = decode(await asyncio.wait_for(bad.recv(), 5))
             assert reply["t"] == "ERROR" and reply["code"] and reply["message"]
@@ -77,7 +84,9 @@ async def test_status_cli_and_malformed_frames(daemon: DaemonProcess) -> None:
             out = await asyncio.to_thread(
                 subprocess.run,
                 [sys.executable, "-m", "watcher", "status", "--socket", daemon.endpoint, "--json"],
-                capture_output=True, text=True, timeout=30,
+                capture_output=True,
+                text=True,
+                timeout=30,
             )
             assert out.returncode == 0, out.stderr
             data = json.loads(out.stdout)
@@ -91,7 +100,9 @@ async def test_status_cli_and_malformed_frames(daemon: DaemonProcess) -> None:
 def test_status_without_daemon_fails_clearly(tmp_path: Path) -> None:
     out = subprocess.run(
         [sys.executable, "-m", "watcher", "status", "--socket", f"ipc://{tmp_path}/none.sock"],
-        capture_output=True, text=True, timeout=30,
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert out.returncode != 0
     assert "no daemon" in out.stderr
@@ -100,9 +111,21 @@ def test_status_without_daemon_fails_clearly(tmp_path: Path) -> None:
 def test_missing_model_refuses_to_start(tmp_path: Path) -> None:
     missing = tmp_path / "nope.gguf"
     out = subprocess.run(
-        [sys.executable, "-m", "watcher", "run", "--socket", f"ipc://{tmp_path}/s.sock",
-         "--state-dir", str(tmp_path / "st"), "--model", str(missing)],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "watcher",
+            "run",
+            "--socket",
+            f"ipc://{tmp_path}/s.sock",
+            "--state-dir",
+            str(tmp_path / "st"),
+            "--model",
+            str(missing),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode != 0
     assert str(missing) in out.stderr

@@ -1,0 +1,385 @@
+"""Deterministic extraction of key facts to carry verbatim in every digest.
+
+Facts are short strings found in the text: error messages, stated decisions, file paths, code
+identifiers, meaningful numbers (versions, issue numbers, exit codes, counts) and URLs.
+
+Work is bounded so a 900k-character tool output costs a few tens of milliseconds: errors, issue
+numbers, exit codes and URLs are searched in the whole text with literal-anchored patterns; the
+costlier categories only in its first 64k and last 32k characters. Every pattern uses bounded
+quantifiers, so none can backtrack catastrophically.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+FACT_MAX_CHARS = 200
+_SENTENCE_REACH = 240  # how far a sentence may extend either side of its marker word
+_WINDOW_HEAD = 64_000
+_WINDOW_TAIL = 32_000
+
+
+@dataclass(frozen=True, order=True)
+class _Found:
+    rank: int  # 0 = strong evidence, 1 = weaker; strong ones are chosen first
+    pos: int  # offset of the occurrence, for output order
+    text: str
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= FACT_MAX_CHARS else text[: FACT_MAX_CHARS - 1] + "…"
+
+
+def _line_at(text: str, pos: int) -> tuple[int, str]:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return start, text[start : end if end >= 0 else len(text)]
+
+
+def _word_start(text: str, pos: int) -> bool:
+    return pos == 0 or not (text[pos - 1].isalnum() or text[pos - 1] in "_.&#")
+
+
+def _word_end(text: str, pos: int) -> bool:
+    return pos >= len(text) or not (text[pos].isalnum() or text[pos] == "_")
+
+
+# --------------------------------------------------------------------------------------------- errors
+
+_ERROR_HINT = re.compile(r"Error|Exception|error|ERROR|FAIL|fatal|FATAL")
+_EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w{0,60}\.){0,6}[A-Z]\w{0,60}(?:Error|Exception)\b(?::.*)?")
+_ERROR_PREFIX = re.compile(
+    r"(?:\[(?:ERROR|FATAL)\]|error|Error|ERROR|fatal|FATAL|FAILED|FAIL)(?::|[ \t])[ \t]*\S.*"
+)
+_PYTEST_E = re.compile(r"E[ \t]+")
+
+
+def _error_fact(line: str) -> tuple[int, str] | None:
+    """(rank, message) if the line reports an error: exception lines and "Error: ..." lines first."""
+    s = line.strip()
+    if m := _PYTEST_E.match(s):
+        s = s[m.end() :]
+    if len(s) > 2000:
+        s = s[:2000]
+    if _EXCEPTION_LINE.fullmatch(s) or _ERROR_PREFIX.fullmatch(s):
+        return 0, s
+    if "error: " in s or "fatal: " in s:
+        return 1, s
+    return None
+
+
+def _errors(text: str, cap: int) -> Iterator[_Found]:
+    seen: set[int] = set()
+    n = 0
+    for m in _ERROR_HINT.finditer(text):
+        start, line = _line_at(text, m.start())
+        if start in seen:
+            continue
+        seen.add(start)
+        if (fact := _error_fact(line)) is not None:
+            yield _Found(fact[0], start, fact[1])
+            n += 1
+        if n >= cap or len(seen) >= 50 * cap:
+            return
+
+
+# ------------------------------------------------------------------------------------------ decisions
+
+_STRONG_DECISION = re.compile(
+    r"decided|Decided|we will|We will|we'll|We'll|must|should not|Should not|shouldn't|the fix is|The fix is|"
+    r"the fix was|The fix was|root cause|Root cause|we need to|We need to"
+)
+_WEAK_DECISION = re.compile(r"I will|I'll|let's|Let's|let us|Let us|I am going to|I'm going to")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+_WORD = re.compile(r"[A-Za-z][A-Za-z'’,;:-]*")
+_LOGGY = re.compile(r"\d\d:\d\d:\d\d|\b(?:DEBUG|INFO|TRACE)\b|^\[")
+_CODE_START = ("raise ", "return ", "assert ", "print(", "def ", "class ", "import ", "from ", "if ", "elif ")
+
+
+def _sentence(text: str, start: int, end: int) -> str:
+    """The sentence around text[start:end]: from the previous sentence end to the next one."""
+    lo = max(0, start - _SENTENCE_REACH)
+    left = lo
+    for sep in ("\n", ". ", "? ", "! "):
+        i = text.rfind(sep, lo, start)
+        if i >= 0:
+            left = max(left, i + len(sep))
+    hi = min(len(text), end + _SENTENCE_REACH)
+    m = _SENTENCE_END.search(text, end, hi)
+    right = hi if m is None else m.start() if m[0] == "\n" else m.end()
+    return text[left:right].strip().lstrip("#/*-+> ").strip()
+
+
+def _is_prose(sentence: str) -> bool:
+    if _LOGGY.search(sentence) or sentence.startswith(_CODE_START) or "('" in sentence or '("' in sentence:
+        return False
+    tokens = sentence.split()
+    if len(tokens) < 4:
+        return False
+    return sum(1 for t in tokens if _WORD.fullmatch(t.strip(".!?\"'`()"))) >= 0.6 * len(tokens)
+
+
+def _decisions(text: str, cap: int) -> Iterator[_Found]:
+    for rank, pattern in enumerate((_STRONG_DECISION, _WEAK_DECISION)):
+        n = 0
+        for m in pattern.finditer(text):
+            if not (_word_start(text, m.start()) and _word_end(text, m.end())):
+                continue
+            sentence = _sentence(text, m.start(), m.end())
+            if _is_prose(sentence):
+                n += 1
+                yield _Found(rank, m.start(), sentence)
+                if n >= cap:
+                    break
+
+
+# ---------------------------------------------------------------------------------------------- paths
+
+_EXTENSIONS = (
+    "py|pyi|pyx|js|mjs|ts|tsx|jsx|java|kt|c|h|cc|cpp|hpp|go|rs|rb|php|cs|swift|scala|pony|md|rst|txt|json|"
+    "jsonl|yaml|yml|toml|cfg|ini|sh|html|css|sql|xml|lock|pem|conf|log|csv|ipynb|gradle|mk"
+)
+_PATH_TAIL = re.compile(r"/[\w.@+-]{1,100}(?:/[\w.@+-]{1,100}){0,30}")
+_FILE_TAIL = re.compile(rf"\.(?:{_EXTENSIONS})\b")
+_NAME_CHARS = re.compile(r"[\w.@+~-]{1,100}")  # matched on the reversed text before a tail
+_PROGRESS_HEAD = re.compile(r"[.sxXfFE]*(?:\.{3}|[sxXfFE]{3})[.sxXfFE]*")
+_HAS_EXTENSION = re.compile(rf".*\.(?:{_EXTENSIONS}|[A-Za-z]{{1,8}})", re.I)
+_RANDOM_SEGMENT = re.compile(r"(?=[^/]*[a-z])(?=[^/]*[A-Z])(?=[^/]*\d)[A-Za-z0-9+]{12,}")
+
+
+def _head_before(text: str, pos: int) -> int:
+    """Start of the run of file-name characters that ends at `pos`."""
+    m = _NAME_CHARS.match(text[max(0, pos - 100) : pos][::-1])
+    return pos - (m.end() if m else 0)
+
+
+def _plausible_path(path: str) -> bool:
+    if not any(c.isalpha() for c in path) or path in ("/", "./"):
+        return False
+    segments = path.strip("/").split("/")
+    if any(_RANDOM_SEGMENT.fullmatch(seg) for seg in segments):  # base64 and hashes, not paths
+        return False
+    if len(segments) == 1:
+        return bool(_FILE_SUFFIX.search(segments[0]))
+    if path.startswith(("/", "./", "../", "~/")) or _HAS_EXTENSION.fullmatch(segments[-1]):
+        return True
+    return path.count("/") >= 2 and any(seg.islower() or "_" in seg for seg in segments)
+
+
+def _path_candidates(text: str) -> Iterator[tuple[int, str]]:
+    for pattern in (_PATH_TAIL, _FILE_TAIL):
+        for m in pattern.finditer(text):
+            start = _head_before(text, m.start())
+            if _PROGRESS_HEAD.fullmatch(text, start, m.start()):  # "....E./testbed/x.py": test progress
+                start = m.start()
+            if start > 0 and text[start - 1] in "/:@+<\\":  # a URL, an address, a closing tag
+                continue
+            if pattern is _FILE_TAIL and (start == m.start() or "/" in text[start : m.start()]):
+                continue  # no name before the extension, or already found as a path with slashes
+            yield start, text[start : m.end()]
+
+
+def _paths(text: str, cap: int) -> Iterator[_Found]:
+    n = 0
+    for start, raw in _path_candidates(text):
+        path = raw.rstrip(".,:;")
+        if path.startswith(("a/", "b/")) and path.count("/") >= 2:  # git diff's a/ and b/ prefixes
+            path = path[2:]
+        if _plausible_path(path):
+            n += 1
+            yield _Found(0 if "/" in path else 1, start, path)
+            if n >= cap:
+                return
+
+
+# ---------------------------------------------------------------------------------------- identifiers
+
+_DEFINED = re.compile(r"(?:def|class|func|function|fn|interface|struct)[ \t]+([A-Za-z_]\w{0,80})")
+_CALLED = re.compile(r"(?<![\w.])([a-z_][a-z0-9]{0,40}(?:_[a-z0-9]{1,40}){1,8})\(")
+_CAMEL = re.compile(r"(?<![\w.])((?:[A-Z][a-z0-9]{1,30}){2,8})(?![\w.])")
+_DOTTED = re.compile(r"(?<![\w./-])([A-Za-z_]\w{0,40}(?:\.[A-Za-z_]\w{0,40}){1,6})(?![\w/-])(\()?")
+_FILE_SUFFIX = re.compile(rf"\.(?:{_EXTENSIONS})$")
+
+
+def _code_like_dotted(name: str, called: bool) -> bool:
+    parts = name.split(".")
+    if _FILE_SUFFIX.search(name) or min(len(p) for p in parts) < 2:
+        return False
+    return called or len(parts) >= 3 or any("_" in p or p[1:] != p[1:].lower() for p in parts)
+
+
+def _identifiers(text: str, cap: int) -> Iterator[_Found]:
+    """Names defined with def/class/func... first; then snake_case calls, CamelCase and dotted names."""
+    for m in _DEFINED.finditer(text):
+        if _word_start(text, m.start()):
+            yield _Found(0, m.start(1), m[1])
+    for pattern in (_CALLED, _CAMEL):
+        for n, m in enumerate(pattern.finditer(text)):
+            if n >= cap:
+                break
+            yield _Found(1, m.start(1), m[1] + ("()" if pattern is _CALLED else ""))
+    n = 0
+    for m in _DOTTED.finditer(text):
+        if _code_like_dotted(m[1], bool(m[2])):
+            n += 1
+            yield _Found(1, m.start(1), m[1] + ("()" if m[2] else ""))
+            if n >= cap:
+                return
+
+
+# -------------------------------------------------------------------------------------------- numbers
+
+_NUMBER = re.compile(
+    r"v?\d{1,9}(?:(\.\d{1,4}\.\d{1,6}(?:[-+.]?[A-Za-z]\w{0,11})?)"  # version 3.11.7, v1.2.3, 2.0.52-SNAPSHOT
+    r"|( (?:passed|failed|errors?|skipped|xfailed|xpassed|warnings?|tests?|files? changed|insertions?|"
+    r"deletions?|matches|occurrences)\b)"  # counts
+    r"|((?:\.\d{1,6})? ?(?:ms|KB|MB|GB|KiB|MiB|GiB|kB|%|chars|tokens|bytes)(?!\w)))"  # units
+)
+_KEYWORD_NUMBER = re.compile(
+    r"(?:port|Port|pid|PID|PR|issue|Issue|request|seed|Seed|timeout|Timeout|version|Version|code|status|Status)"
+    r"(?: (?:is|was|number|no\.?|=))?:? ?#?\d[\d.]{0,20}"
+)
+_ISSUE = re.compile(r"#\d{2,7}\b")
+_RETURNCODE = re.compile(r"<returncode>(-?\d{1,4})</returncode>")
+
+
+def _context_start(text: str, start: int, words: int = 2) -> int:
+    """Move `start` back over up to `words` words on the same line."""
+    for _ in range(words):
+        j = start - 1
+        while j >= 0 and text[j] == " ":
+            j -= 1
+        k = j
+        while k >= 0 and (text[k].isalnum() or text[k] in "_-'"):
+            k -= 1
+        if k == j:
+            break
+        start = k + 1
+    return start
+
+
+def _numbers(text: str, cap: int) -> Iterator[_Found]:
+    """Versions and counts (strong), numbers with units (weak), numbers named by a keyword (strong)."""
+    n = 0
+    for m in _NUMBER.finditer(text):
+        if (m[1] or m[2] or m[3]) and _word_start(text, m.start()) and text[m.end() : m.end() + 1] != ".":
+            n += 1
+            yield _Found(1 if m[3] else 0, m.start(), m[0])
+            if n >= cap:
+                break
+    for m in _KEYWORD_NUMBER.finditer(text):
+        if _word_start(text, m.start()):
+            start = _context_start(text, m.start())
+            yield _Found(0, start, text[start : m.end()].rstrip("."))
+
+
+def _references(text: str, cap: int) -> Iterator[_Found]:
+    """Issue numbers and exit codes: literal-prefixed, cheap enough to scan the whole text."""
+    for n, m in enumerate(_ISSUE.finditer(text)):
+        if n >= cap:
+            break
+        if _word_start(text, m.start()):
+            yield _Found(0, m.start(), m[0])
+    for n, m in enumerate(_RETURNCODE.finditer(text)):
+        if n >= cap:
+            break
+        yield _Found(0, m.start(), f"exit code {m[1]}")
+
+
+# ----------------------------------------------------------------------------------------------- urls
+
+_URL = re.compile(r"https?://[^\s<>\"'`)\]]{1,300}")
+
+
+def _urls(text: str, cap: int) -> Iterator[_Found]:
+    for n, m in enumerate(_URL.finditer(text)):
+        if n >= cap:
+            return
+        yield _Found(0, m.start(), m[0].rstrip(".,;:"))
+
+
+# ------------------------------------------------------------------------------------------ selection
+
+_Finder = Callable[[str, int], Iterator[_Found]]
+
+
+def _windowed(finder: _Finder) -> _Finder:
+    """Run `finder` on the first 64k and last 32k characters only (positions stay global)."""
+
+    def run(text: str, cap: int) -> Iterator[_Found]:
+        if len(text) <= _WINDOW_HEAD + _WINDOW_TAIL:
+            yield from finder(text, cap)
+            return
+        yield from finder(text[:_WINDOW_HEAD], cap)
+        offset = len(text) - _WINDOW_TAIL
+        for found in finder(text[offset:], cap):
+            yield _Found(found.rank, found.pos + offset, found.text)
+
+    return run
+
+
+def _both(first: _Finder, second: _Finder) -> _Finder:
+    def run(text: str, cap: int) -> Iterator[_Found]:
+        yield from first(text, cap)
+        yield from second(text, cap)
+
+    return run
+
+
+_CATEGORIES: tuple[tuple[str, _Finder, float], ...] = (
+    ("error", _errors, 0.25),
+    ("decision", _windowed(_decisions), 0.2),
+    ("path", _windowed(_paths), 0.2),
+    ("identifier", _windowed(_identifiers), 0.15),
+    ("number", _both(_references, _windowed(_numbers)), 0.12),
+    ("url", _urls, 0.08),
+)
+
+
+def _dedupe_key(fact: str) -> str:
+    return fact.removesuffix("()").lower()
+
+
+def _candidates(text: str, finder: _Finder, cap: int) -> list[_Found]:
+    """Unique facts of one category, strongest then earliest first."""
+    best: dict[str, _Found] = {}
+    for found in finder(text, cap):
+        fact = _clip(found.text)
+        key = _dedupe_key(fact)
+        old = best.get(key)
+        if fact and (old is None or (found.rank, found.pos) < (old.rank, old.pos)):
+            best[key] = _Found(found.rank, found.pos, fact)
+    return sorted(best.values())
+
+
+def _take(pools: list[list[_Found]], chosen: list[list[_Found]], quotas: list[int], limit: int) -> None:
+    """Move facts from each pool to its chosen list until it reaches its quota (or `limit` in all)."""
+    taken = {_dedupe_key(f.text) for group in chosen for f in group}
+    for pool, group, quota in zip(pools, chosen, quotas, strict=True):
+        while pool and len(group) < quota and sum(map(len, chosen)) < limit:
+            found = pool.pop(0)
+            if _dedupe_key(found.text) not in taken:
+                taken.add(_dedupe_key(found.text))
+                group.append(found)
+
+
+def extract_facts(text: str, max_facts: int = 40) -> list[str]:
+    """Key facts of `text`, deduplicated, errors and decisions first, at most `max_facts` of them.
+
+    Each category gets a share of `max_facts` (errors 25%, decisions 20%, paths 20%, identifiers
+    15%, numbers 12%, URLs 8%); slots a category cannot fill go round-robin to the others, in that
+    order. Output is grouped by category in that order; within a category facts keep the order in
+    which they occur in the text. Each fact is at most 200 characters.
+    """
+    if max_facts <= 0 or not text:
+        return []
+    cap = 3 * max_facts
+    pools = [_candidates(text, finder, cap) for _, finder, _ in _CATEGORIES]
+    chosen: list[list[_Found]] = [[] for _ in pools]
+    _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
+    while sum(map(len, chosen)) < max_facts and any(pools):
+        _take(pools, chosen, [len(group) + 1 for group in chosen], max_facts)
+    return [f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)]
