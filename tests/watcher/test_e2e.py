@@ -103,6 +103,7 @@ def test_status_without_daemon_fails_clearly(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=30,
+        check=False,
     )
     assert out.returncode != 0
     assert "no daemon" in out.stderr
@@ -126,6 +127,7 @@ def test_missing_model_refuses_to_start(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=60,
+        check=False,
     )
     assert out.returncode != 0
     assert str(missing) in out.stderr
