@@ -9,6 +9,8 @@ bounded so a 900k-character observation is handled in milliseconds.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import re
 from collections import Counter
@@ -22,6 +24,7 @@ SMALL_INPUT = 1200  # texts this short are returned unchanged: a digest line wou
 _LINE_MAX = 400  # kept lines longer than this are clipped ...
 _LINE_KEEP = 300  # ... to this many characters plus a marker
 _PENDING_KEEP = 96  # pending dropped text shorter than this is held so it can be kept verbatim
+_MAX_LINES = 40_000  # longer bodies lose their middle lines before compression (bounds the work)
 
 
 @dataclass(frozen=True)
@@ -219,7 +222,8 @@ def _test_line_kept(line: str) -> bool:
     head = line[:400]
     if _TEST_KEEP.match(head) or "error: " in head or "fatal: " in head or "<<< " in head:
         return True
-    if (word := _WORD.match(head)) and word[0].endswith(_EXCEPTION_NAMES) and word[0][:1].isupper():
+    word = _WORD.match(head)
+    if word and word[0].endswith(_EXCEPTION_NAMES) and word[0].rsplit(".", 1)[-1][:1].isupper():
         return True
     s = head.strip()
     if len(line) >= 400 or len(s) < 2:
@@ -252,6 +256,10 @@ _LOG_IMPORTANT = re.compile(
 )
 _LOG_HEAD_RUNS = 5
 _LOG_TAIL_RUNS = 12
+_LOG_HINTS = (  # looked for in the lower-cased text: a cheap pre-filter for _LOG_IMPORTANT
+    "error", "exception", "traceback", "fatal", "critical", "fail", "warn", "panic", "denied", "refused",
+    "abort", "timed out", "timeout", "segmentation fault", "killed",
+)  # fmt: skip
 _LOG_IMPORTANT_MAX = 60
 _LOG_NOVEL_MAX = 15
 
@@ -267,7 +275,23 @@ def _runs(shapes: list[str]) -> list[tuple[int, int]]:
     return runs
 
 
-def _select_runs(lines: list[str], shapes: list[str], runs: list[tuple[int, int]]) -> tuple[list[bool], int]:
+def _important_lines(body: str, lines: list[str]) -> set[int]:
+    """Indices of error/warning lines: lines holding a hint word, confirmed by _LOG_IMPORTANT."""
+    starts = list(itertools.accumulate((len(ln) + 1 for ln in lines[:-1]), initial=0))
+    low = body.lower()
+    candidates: set[int] = set()
+    for word in _LOG_HINTS:
+        pos = low.find(word)
+        while pos >= 0:
+            candidates.add(bisect.bisect_right(starts, pos) - 1)
+            pos = low.find("\n", pos)  # one hit per line is enough
+            pos = low.find(word, pos) if pos >= 0 else -1
+    return {i for i in candidates if _LOG_IMPORTANT.search(lines[i], 0, 500)}
+
+
+def _select_runs(
+    lines: list[str], shapes: list[str], runs: list[tuple[int, int]], important_lines: set[int]
+) -> tuple[list[bool], int]:
     n = len(runs)
     keep = [False] * n
     for r in [*range(min(_LOG_HEAD_RUNS, n)), *range(max(0, n - _LOG_TAIL_RUNS), n)]:
@@ -278,7 +302,7 @@ def _select_runs(lines: list[str], shapes: list[str], runs: list[tuple[int, int]
     seen: set[str] = set()
     for r, (start, _end) in enumerate(runs):
         shape = shapes[start]
-        if _LOG_IMPORTANT.search(lines[start], 0, 500) and important < _LOG_IMPORTANT_MAX:
+        if start in important_lines and important < _LOG_IMPORTANT_MAX:
             per_shape[shape] += 1
             if per_shape[shape] <= 2:
                 important += 1
@@ -295,7 +319,7 @@ def _compress_log(body: str, ref: str) -> tuple[str, str, int]:
     lines = body.split("\n")
     shapes = _DIGITS.sub("#", body).split("\n")
     runs = _runs(shapes)
-    keep, important = _select_runs(lines, shapes, runs)
+    keep, important = _select_runs(lines, shapes, runs, _important_lines(body, lines))
     out = _Out(ref)
     collapsed = 0
     for (start, end), kept in zip(runs, keep, strict=True):
@@ -358,8 +382,8 @@ def _schema(items: list[dict[str, Any]]) -> str:
 
 def _outliers(items: list[dict[str, Any]], out: _Out) -> None:
     keysets = [frozenset(item) for item in items]
-    counts = Counter(keysets)
-    common = max(counts, key=lambda ks: (counts[ks], -keysets.index(ks)))
+    counts = Counter(keysets)  # insertion-ordered: on a tie the key set seen first wins
+    common = max(counts, key=counts.__getitem__)
     odd = [i for i, ks in enumerate(keysets) if ks != common]
     if not odd:
         return
@@ -397,24 +421,26 @@ def _json_object(data: dict[str, Any], out: _Out) -> str:
 
 
 def _parse_json(body: str) -> tuple[Any, bool]:
+    """The parsed document, and whether it was JSON lines (one value per line)."""
     try:
         return json.loads(body), False
-    except ValueError:
+    except (ValueError, RecursionError):
         return [json.loads(ln) for ln in body.splitlines() if ln.strip()], True
 
 
 def _compress_json(body: str, ref: str) -> tuple[str, str, int]:
     try:
         data, lines_format = _parse_json(body)
-    except ValueError:
-        return _compress_log(body, ref)
+    except (ValueError, RecursionError):
+        return _compress_log(body, ref)  # not JSON after all
     out = _Out(ref)
     if isinstance(data, dict):
         header = _json_object(data, out)
     elif isinstance(data, list):
         header = _json_array(data, out) + (" (JSON lines)" if lines_format else "")
     else:
-        return f"json: {_type_name(data)}", _compact(data), 0
+        out.note(f"value: {_compact(data)}")
+        header = f"json: {_type_name(data)}"
     shown = sum(len(ln) for ln in out.lines)
     out.omit(max(0, len(body) - shown))
     return header, out.render(), out.dropped
@@ -484,7 +510,7 @@ def _compress_grep(body: str, ref: str) -> tuple[str, str, int]:
 
 # ---------------------------------------------------------------------------------------------- diffs
 
-_HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
+_HUNK = re.compile(r"@@ -\d+(?:,(\d{1,9}))? \+\d+(?:,(\d{1,9}))? @@")
 _DIFF_META = (
     "diff --git ", "index ", "--- ", "+++ ", "new file mode", "deleted file mode", "similarity index",
     "rename from", "rename to", "old mode", "new mode", "Binary files", "copy from", "copy to",
@@ -569,8 +595,8 @@ def _compress_diff(body: str, ref: str) -> tuple[str, str, int]:
 
 # --------------------------------------------------------------------------------------- file outline
 
-_CAT_N = re.compile(r" *(\d+)\t(.*)")
-_COLON_N = re.compile(r"(\d+):(.*)")
+_CAT_N = re.compile(r" *(\d{1,9})\t(.*)")
+_COLON_N = re.compile(r"(\d{1,9}):(.*)")
 _PY_DEF = re.compile(r"\s*(?:async\s+)?(?:def|class)\s+\w+")
 _DECL = re.compile(
     r"\s*(?:(?:export|public|private|protected|internal|static|final|abstract|sealed|default|async|inline|"
@@ -778,6 +804,16 @@ def head_tail(text: str, max_chars: int, ref: str) -> str:
     return _head_tail(text, max_chars, ref)[0]
 
 
+def _bound_lines(body: str, ref: str) -> tuple[str, int]:
+    """Bound the per-line work: a body of more than _MAX_LINES lines loses its middle lines."""
+    if body.count("\n") < _MAX_LINES:
+        return body, 0
+    lines = body.split("\n")
+    half = _MAX_LINES // 2
+    cut = sum(len(ln) + 1 for ln in lines[half:-half])
+    return "\n".join([*lines[:half], omission(cut, ref), *lines[-half:]]), cut
+
+
 def _wrap(env: Envelope, header: str, body: str) -> str:
     note = f"; {env.note}" if env.note else ""
     joint = "\n" if env.suffix and not env.suffix.startswith("\n") else ""
@@ -797,10 +833,11 @@ def compress(
     chosen: ContentKind = kind or env.hint or detect_body(env.body)
     out, dropped = text, 0
     if chosen != "prose" and len(text) > SMALL_INPUT:
-        header, body, n = _COMPRESSORS[chosen](env.body, ref)
+        body, cut = _bound_lines(env.body, ref)
+        header, body, n = _COMPRESSORS[chosen](body, ref)
         candidate = _wrap(env, header, body)
         if len(candidate) < len(text):
-            out, dropped = candidate, n + env.dropped
+            out, dropped = candidate, n + cut + env.dropped
     if max_chars is not None:
         out, n = _head_tail(out, max_chars, ref)
         dropped += n

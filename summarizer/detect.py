@@ -109,7 +109,7 @@ TEST_SIGNAL = re.compile(
     re.M,
 )
 _NUMBERED = re.compile(r" *\d+\t")
-_COLON_NUMBERED = re.compile(r"(\d+):")
+_COLON_NUMBERED = re.compile(r"(\d{1,9}):")
 _GREP_LINE = re.compile(
     r"(?:(?=[^\s:]*[/.])[^\s:]+:(?:\d+[:-]|\s*\S)|grep: .*: binary file matches$|Binary file .* matches$)"
 )
@@ -151,7 +151,7 @@ def _is_json(body: str, lines: list[str]) -> bool:
     if stripped[-1] in "]}":
         try:
             json.loads(stripped)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         else:
             return True
@@ -164,7 +164,7 @@ def _json_object_line(line: str) -> bool:
         return False
     try:
         json.loads(s)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 

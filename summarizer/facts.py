@@ -23,7 +23,7 @@ _WINDOW_TAIL = 32_000
 
 @dataclass(frozen=True, order=True)
 class _Found:
-    rank: int  # 0 = strong evidence, 1 = weaker; strong ones are chosen first
+    rank: int  # 0 = strong evidence, higher = weaker; strong ones are chosen first
     pos: int  # offset of the occurrence, for output order
     text: str
 
@@ -72,18 +72,15 @@ def _error_fact(line: str) -> tuple[int, str] | None:
 
 
 def _errors(text: str, cap: int) -> Iterator[_Found]:
-    seen: set[int] = set()
-    n = 0
-    for m in _ERROR_HINT.finditer(text):
+    """Error lines, each line looked at once (the search resumes after the line of each hint)."""
+    pos, n, lines = 0, 0, 0
+    while n < cap and lines < 50 * cap and (m := _ERROR_HINT.search(text, pos)):
         start, line = _line_at(text, m.start())
-        if start in seen:
-            continue
-        seen.add(start)
+        pos = start + len(line) + 1
+        lines += 1
         if (fact := _error_fact(line)) is not None:
-            yield _Found(fact[0], start, fact[1])
             n += 1
-        if n >= cap or len(seen) >= 50 * cap:
-            return
+            yield _Found(fact[0], start, fact[1])
 
 
 # ------------------------------------------------------------------------------------------ decisions
@@ -262,12 +259,12 @@ def _context_start(text: str, start: int, words: int = 2) -> int:
 
 
 def _numbers(text: str, cap: int) -> Iterator[_Found]:
-    """Versions and counts (strong), numbers with units (weak), numbers named by a keyword (strong)."""
+    """Counts and numbers named by a keyword first, then versions, then numbers with units."""
     n = 0
     for m in _NUMBER.finditer(text):
         if (m[1] or m[2] or m[3]) and _word_start(text, m.start()) and text[m.end() : m.end() + 1] != ".":
             n += 1
-            yield _Found(1 if m[3] else 0, m.start(), m[0])
+            yield _Found(2 if m[3] else 1 if m[1] else 0, m.start(), m[0])
             if n >= cap:
                 break
     for m in _KEYWORD_NUMBER.finditer(text):
@@ -343,12 +340,19 @@ def _dedupe_key(fact: str) -> str:
     return fact.removesuffix("()").lower()
 
 
-def _candidates(text: str, finder: _Finder, cap: int) -> list[_Found]:
-    """Unique facts of one category, strongest then earliest first."""
+_DIGITS = re.compile(r"\d+")
+
+
+def _candidates(text: str, finder: _Finder, cap: int, by_shape: bool) -> list[_Found]:
+    """Unique facts of one category, strongest then earliest first.
+
+    With `by_shape`, facts that differ only in their numbers count as one (28 lint errors that differ
+    in the line number are one fact).
+    """
     best: dict[str, _Found] = {}
     for found in finder(text, cap):
         fact = _clip(found.text)
-        key = _dedupe_key(fact)
+        key = _DIGITS.sub("#", _dedupe_key(fact)) if by_shape else _dedupe_key(fact)
         old = best.get(key)
         if fact and (old is None or (found.rank, found.pos) < (old.rank, old.pos)):
             best[key] = _Found(found.rank, found.pos, fact)
@@ -377,7 +381,7 @@ def extract_facts(text: str, max_facts: int = 40) -> list[str]:
     if max_facts <= 0 or not text:
         return []
     cap = 3 * max_facts
-    pools = [_candidates(text, finder, cap) for _, finder, _ in _CATEGORIES]
+    pools = [_candidates(text, finder, cap, name in ("error", "decision")) for name, finder, _ in _CATEGORIES]
     chosen: list[list[_Found]] = [[] for _ in pools]
     _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
     while sum(map(len, chosen)) < max_facts and any(pools):

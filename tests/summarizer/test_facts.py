@@ -1,0 +1,138 @@
+"""Key-fact extraction on real tool outputs (with planted sentences) from /work/shared/trajectories."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from summarizer.facts import FACT_MAX_CHARS, extract_facts
+
+TRAJ = Path("/work/shared/trajectories")
+pytestmark = pytest.mark.skipif(not TRAJ.is_dir(), reason="real trajectories not available")
+
+PORT = "The secret port is 48213."
+DECISION = "We decided to use sqlite WAL mode."
+ERROR = "Error: ZeroDivisionError in compute_total()"
+
+
+@functools.cache
+def _load(rel: str) -> Any:
+    path = TRAJ / rel
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines()]
+    return json.loads(path.read_text())
+
+
+def mini(name: str, index: int) -> str:
+    content: str = _load(f"mini-swe-agent/{name}.traj.json")["messages"][index]["content"]
+    return content
+
+
+def maven_915k() -> str:
+    content: str = _load("openhands-nunu0404/output.jsonl")[0]["history"][24]["content"]
+    return content
+
+
+def plant(text: str, *sentences: str) -> str:
+    """Insert the sentences as lines in the middle of `text`."""
+    cut = text.rfind("\n", 0, len(text) // 2) + 1
+    return text[:cut] + "".join(s + "\n" for s in sentences) + text[cut:]
+
+
+def test_planted_facts_in_a_real_pytest_run_are_extracted() -> None:
+    text = plant(mini("pytest-dev__pytest-6197", 109), PORT, DECISION, ERROR)
+    facts = extract_facts(text)
+    assert ERROR in facts
+    assert DECISION in facts
+    assert any("48213" in f and "port" in f for f in facts)
+    # and the real ones
+    assert "UnboundLocalError: local variable 'm' referenced before assignment" in facts
+    assert "/testbed/testing/test_collection.py" in facts
+    assert "3.9.20" in facts and "2 failed" in facts and "exit code 1" in facts
+
+
+def test_errors_and_decisions_come_first() -> None:
+    facts = extract_facts(plant(mini("pytest-dev__pytest-6197", 109), PORT, DECISION, ERROR))
+    first_error = facts.index("UnboundLocalError: local variable 'm' referenced before assignment")
+    assert first_error == 0
+    assert facts.index(ERROR) < facts.index(DECISION) < facts.index("/testbed/testing/test_collection.py")
+    assert facts.index("/testbed/testing/test_collection.py") < facts.index("3.9.20")
+
+
+def test_planted_error_in_the_middle_of_915k_chars_is_found() -> None:
+    facts = extract_facts(plant(maven_915k(), ERROR))
+    assert ERROR in facts
+    assert "com.alibaba.fastjson2.JSONException: not support type : OBJECT_END -91, offset 55/55" in facts
+    assert len(facts) <= 40
+
+
+def test_unittest_errors_paths_identifiers() -> None:
+    facts = extract_facts(mini("psf__requests-1142", 63))
+    assert "AttributeError: module 'collections' has no attribute 'Callable'" in facts
+    assert "TypeError: HTTPConnection.__init__() got an unexpected keyword argument 'strict'" in facts
+    assert "FAILED (errors=21)" in facts
+    assert "/testbed/requests/models.py" in facts
+    assert "requests.get()" in facts
+
+
+def test_lines_differing_only_in_numbers_are_one_error() -> None:
+    log = _load("openhands-nunu0404/output.jsonl")[0]["history"][20]["content"]  # maven checkstyle failure
+    facts = extract_facts(log)
+    assert sum("Line contains carriage return" in f for f in facts) == 1
+    assert any(f.startswith("[ERROR] Failed to execute goal") for f in facts)
+    assert "http://cwiki.apache.org/confluence/display/MAVEN/MojoFailureException" in facts
+    assert "2.0.52-SNAPSHOT" in facts
+
+
+def test_diff_paths_lose_git_prefixes() -> None:
+    diff: str = _load("mini-swe-agent/psf__requests-1142.traj.json")["info"]["submission"]
+    facts = extract_facts(diff)
+    assert "requests/models.py" in facts
+    assert not any(f.startswith(("a/", "b/")) for f in facts)
+
+
+def test_decisions_in_agent_messages() -> None:
+    messages = _load("mini-swe-agent/django__django-15629.traj.json")["messages"]
+    thoughts = "\n".join(m["content"] for m in messages if m["role"] == "assistant")
+    facts = extract_facts(thoughts)
+    assert "If the PK has `db_collation='utf8_bin'`, the FK must also have it." in facts
+    assert "django/db/models/fields/related.py" in facts
+
+
+def test_cap_length_dedupe_and_determinism() -> None:
+    text = plant(mini("sympy__sympy-13091", 87), PORT, DECISION, ERROR, DECISION, ERROR)
+    for cap in (1, 5, 12, 40, 100):
+        facts = extract_facts(text, max_facts=cap)
+        assert len(facts) <= cap
+        assert len({f.lower() for f in facts}) == len(facts)
+        assert all(0 < len(f) <= FACT_MAX_CHARS for f in facts)
+        assert extract_facts(text, max_facts=cap) == facts
+    assert extract_facts(text, max_facts=1) == [ERROR]
+
+
+def test_long_lines_are_clipped() -> None:
+    line = "ValueError: " + "x" * 500
+    facts = extract_facts(plant(mini("pytest-dev__pytest-6197", 109), line))
+    clipped = [f for f in facts if f.startswith("ValueError: xxx")]
+    assert clipped == [line[: FACT_MAX_CHARS - 1] + "…"]
+
+
+def test_nothing_to_extract() -> None:
+    assert extract_facts("") == []
+    assert extract_facts(mini("pytest-dev__pytest-6197", 109), max_facts=0) == []
+    assert extract_facts("ok") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Error" * 50_000, "[" * 100_000, "a/" * 100_000, "9" * 100_000, "\n" * 100_000, "must " * 50_000],
+    ids=["error-words", "brackets", "slashes", "digits", "newlines", "must"],
+)
+def test_degenerate_inputs(text: str) -> None:
+    facts = extract_facts(text, max_facts=10)
+    assert len(facts) <= 10
+    assert all(len(f) <= FACT_MAX_CHARS for f in facts)
