@@ -21,6 +21,10 @@ DEFAULT_MAX_FRAME: Final = 16 * 1024 * 1024
 MAX_SECTIONS_PER_FRAME: Final = 100_000
 MAX_IDS_PER_FRAME: Final = 100_000
 MAX_NAME_LEN: Final = 128
+MAX_INT: Final = (1 << 53) - 1  # ids, versions and counters: exact in every language's numbers
+MAX_VERSIONS_LISTED: Final = 16  # HELLO.versions
+MAX_DETAIL_LEN: Final = 1024  # NACK.detail
+MAX_SNAPSHOT_SECTIONS: Final = 1_000_000  # all parts of one SNAPSHOT together
 
 
 class T:
@@ -44,6 +48,8 @@ class T:
     BYE: Final = "BYE"
     CHECKPOINT: Final = "CHECKPOINT"
     RESTORE: Final = "RESTORE"
+    CHECKPOINTED: Final = "CHECKPOINTED"  # reply to CHECKPOINT (save, list, show, drop)
+    RESTORED: Final = "RESTORED"  # reply to RESTORE
 
 
 class E:
@@ -62,6 +68,7 @@ class E:
     LIMIT: Final = "limit"  # a per-agent or global cap is exceeded
     UNAVAILABLE: Final = "unavailable"  # the feature is not available in this daemon
     INTERNAL: Final = "internal"
+    EPOCH_CHANGED: Final = "epoch_changed"  # RESTORE refused: the side-effect epoch moved (use force)
 
 
 NACK_REASONS: Final = frozenset({"stale", "rejected", "failed"})
@@ -102,7 +109,8 @@ def decode(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise ProtocolError(E.BAD_FRAME, "frame must be a msgpack map")
     ref = obj.get("id")
-    ref = ref if isinstance(ref, int) and not isinstance(ref, bool) else None
+    if ref is not None and (not isinstance(ref, int) or isinstance(ref, bool) or not 0 <= ref <= MAX_INT):
+        raise ProtocolError(E.INVALID, f"field 'id' must be an int in [0, {MAX_INT}]")
     v = obj.get("v")
     if not isinstance(v, int) or isinstance(v, bool):
         raise ProtocolError(E.BAD_VERSION, "field 'v' (protocol version, int) is required", ref)
@@ -128,19 +136,35 @@ def field(
     check: Callable[[Any], bool] | None = None,
     what: str = "",
 ) -> Any:
-    """Fetch ``msg[key]`` checked against ``typ``; missing + no default → INVALID."""
-    ref = msg.get("id") if isinstance(msg.get("id"), int) else None
-    if key not in msg:
+    """Fetch ``msg[key]`` checked against ``typ``; missing + no default → INVALID.
+
+    Booleans are not ints; ints are accepted as floats; ints are within ±MAX_INT."""
+    val = msg.get(key, _MISSING)
+    if val is _MISSING:
         if default is ...:
-            raise ProtocolError(E.INVALID, f"{msg.get('t')}: field {key!r} is required", ref)
+            raise ProtocolError(E.INVALID, f"{msg.get('t')}: field {key!r} is required", ref_of(msg))
         return default
-    val = msg[key]
-    ok = isinstance(val, typ) and not (typ in (int, float) and isinstance(val, bool))
-    if typ is float and isinstance(val, int) and not isinstance(val, bool):
-        val, ok = float(val), True
+    vt = type(val)
+    if vt is typ:  # decoded msgpack has exact types: the common case
+        ok = typ is not int or -MAX_INT <= val <= MAX_INT
+    elif typ is float and vt is int:
+        val, ok = float(val), -MAX_INT <= val <= MAX_INT
+    else:
+        ok = isinstance(val, typ) and typ not in (int, float)
     if not ok or (check is not None and not check(val)):
-        raise ProtocolError(E.INVALID, f"{msg.get('t')}: field {key!r} must be {what or typ.__name__}", ref)
+        raise ProtocolError(
+            E.INVALID, f"{msg.get('t')}: field {key!r} must be {what or typ.__name__}", ref_of(msg)
+        )
     return val
+
+
+_MISSING: Final = object()
+
+
+def ref_of(msg: dict[str, Any]) -> int | None:
+    """The request id to echo as ``re`` in a reply (decode has checked its type)."""
+    ref = msg.get("id")
+    return ref if isinstance(ref, int) and not isinstance(ref, bool) else None
 
 
 def name_ok(s: str) -> bool:
@@ -149,27 +173,31 @@ def name_ok(s: str) -> bool:
 
 def sections_field(msg: dict[str, Any], key: str, max_text: int) -> list[Section]:
     raw = field(msg, key, list, what="a list of sections")
-    ref = msg.get("id") if isinstance(msg.get("id"), int) else None
-    out: list[Section] = []
-    seen: set[str] = set()
-    for item in raw:
-        try:
-            sec = Section.from_wire(item, max_text)
-        except SectionError as exc:
-            raise ProtocolError(E.INVALID, f"{msg.get('t')}: {exc}", ref) from None
-        if sec.id in seen:
-            raise ProtocolError(E.INVALID, f"{msg.get('t')}: duplicate section id {sec.id!r}", ref)
-        seen.add(sec.id)
-        out.append(sec)
+    return _sections(raw, str(msg.get("t")), ref_of(msg), max_text)
+
+
+def _sections(raw: list[Any], t: str, ref: int | None, max_text: int) -> list[Section]:
+    try:
+        out = [Section.from_wire(item, max_text) for item in raw]
+    except SectionError as exc:
+        raise ProtocolError(E.INVALID, f"{t}: {exc}", ref) from None
+    if len(out) > 1:
+        seen: set[str] = set()
+        for sec in out:
+            if sec.id in seen:
+                raise ProtocolError(E.INVALID, f"{t}: duplicate section id {sec.id!r}", ref)
+            seen.add(sec.id)
     return out
 
 
 def ids_field(msg: dict[str, Any], key: str) -> list[str]:
     raw = field(msg, key, list, what="a list of section ids")
-    if len(raw) > MAX_IDS_PER_FRAME or not all(isinstance(i, str) and name_ok(i) for i in raw):
-        raise ProtocolError(
-            E.INVALID, f"{msg.get('t')}: {key!r} must be a list of section ids", msg.get("id")
-        )
+    return _ids(raw, str(msg.get("t")), key, ref_of(msg))
+
+
+def _ids(raw: list[Any], t: str, key: str, ref: int | None) -> list[str]:
+    if len(raw) > MAX_IDS_PER_FRAME or not all(type(i) is str and name_ok(i) for i in raw):
+        raise ProtocolError(E.INVALID, f"{t}: {key!r} must be a list of section ids", ref)
     return list(raw)
 
 
@@ -186,6 +214,21 @@ class Hello:
     tokenizer: str
     policy: str | None
     resume: bool  # the client keeps its context and will resync (e.g. after a daemon restart)
+    versions: tuple[int, ...] = (PROTOCOL_VERSION,)  # protocol versions the client speaks
+    planner: str | None = None  # requested compaction strategy; the daemon's config decides (watcher.config)
+
+
+def negotiate(offered: tuple[int, ...], ref: int | None = None) -> int:
+    """The highest protocol version both sides speak; BAD_VERSION if there is none."""
+    common = set(offered) & set(SUPPORTED_VERSIONS)
+    if not common:
+        raise ProtocolError(
+            E.BAD_VERSION,
+            f"no common protocol version: the client speaks {sorted(offered)}, "
+            f"this daemon {list(SUPPORTED_VERSIONS)}",
+            ref,
+        )
+    return max(common)
 
 
 def parse_hello(msg: dict[str, Any]) -> Hello:
@@ -213,6 +256,39 @@ def parse_hello(msg: dict[str, Any]) -> Hello:
         tokenizer=field(msg, "tokenizer", str, default="", check=lambda s: len(s) <= 128, what="a string"),
         policy=policy,
         resume=field(msg, "resume", bool, default=False),
+        versions=tuple(
+            field(
+                msg,
+                "versions",
+                list,
+                default=[msg.get("v", PROTOCOL_VERSION)],
+                check=lambda vs: (
+                    0 < len(vs) <= MAX_VERSIONS_LISTED
+                    and all(isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_INT for v in vs)
+                ),
+                what=f"a list of 1-{MAX_VERSIONS_LISTED} positive ints",
+            )
+        ),
+        planner=field(msg, "planner", str, default=None, check=name_ok, what="a strategy name"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One SNAPSHOT frame: the whole context at ``version``, or part ``part`` of it if split."""
+
+    version: int
+    sections: tuple[Section, ...]
+    part: int = 0
+    more: bool = False  # further parts follow; the mirror changes when the last one arrives
+
+
+def parse_snapshot(msg: dict[str, Any], max_text: int) -> Snapshot:
+    return Snapshot(
+        version=field(msg, "version", int, check=lambda v: v >= 0, what="a non-negative int"),
+        sections=tuple(sections_field(msg, "sections", max_text)),
+        part=field(msg, "part", int, default=0, check=lambda v: v >= 0, what="a non-negative int"),
+        more=field(msg, "more", bool, default=False),
     )
 
 
@@ -225,21 +301,24 @@ class Op:
 
 def parse_ops(msg: dict[str, Any], max_text: int) -> list[Op]:
     raw = field(msg, "ops", list, what="a list of ops")
-    ref = msg.get("id") if isinstance(msg.get("id"), int) else None
+    ref = ref_of(msg)
     if len(raw) > MAX_SECTIONS_PER_FRAME:
         raise ProtocolError(E.INVALID, "DELTA: too many ops", ref)
     ops: list[Op] = []
     for item in raw:
-        if not isinstance(item, dict):
+        if type(item) is not dict:
             raise ProtocolError(E.INVALID, "DELTA: each op must be a map", ref)
         kind = item.get("op")
-        sub = {**item, "t": "DELTA", "id": ref}
-        if kind == "append":
-            ops.append(Op("append", tuple(sections_field(sub, "sections", max_text))))
-        elif kind == "replace":
-            ops.append(Op("replace", tuple(sections_field(sub, "sections", max_text))))
+        if kind in ("append", "replace"):  # a tuple: == comparisons, no hashing of odd values
+            secs = item.get("sections")
+            if type(secs) is not list:
+                raise ProtocolError(E.INVALID, f"DELTA: {kind} needs 'sections', a list of sections", ref)
+            ops.append(Op(kind, tuple(_sections(secs, "DELTA", ref, max_text))))
         elif kind == "remove":
-            ops.append(Op("remove", ids=tuple(ids_field(sub, "ids"))))
+            ids = item.get("ids")
+            if type(ids) is not list:
+                raise ProtocolError(E.INVALID, "DELTA: remove needs 'ids', a list of section ids", ref)
+            ops.append(Op("remove", ids=tuple(_ids(ids, "DELTA", "ids", ref))))
         else:
             raise ProtocolError(E.INVALID, f"DELTA: unknown op {kind!r} (append, replace, remove)", ref)
     return ops
@@ -284,5 +363,112 @@ class Proposal:
             tokens_before=field(msg, "tokens_before", int),
             tokens_after=field(msg, "tokens_after", int),
             invalidated_prefix_tokens=field(msg, "invalidated_prefix_tokens", int, default=0),
-            archive=tuple(field(msg, "archive", list, default=[])),
+            archive=tuple(ids_field(msg, "archive") if "archive" in msg else ()),
         )
+
+
+# --- store requests: RECALL, CHECKPOINT, RESTORE ----------------------------------------------------
+
+MAX_QUERY_LEN: Final = 1000
+MAX_PAGE: Final = 10_000
+CHECKPOINT_OPS: Final = ("save", "list", "show", "drop")
+
+
+def _claimed_agent(msg: dict[str, Any]) -> str | None:
+    agent: str | None = field(msg, "agent", str, default=None, check=name_ok, what="an agent id")
+    return agent
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """Exactly one of ``refs`` (archive references), ``sections`` (section or digest ids) or
+    ``query`` (text search in the agent's archive); results are paged by ``offset``/``limit``."""
+
+    refs: tuple[str, ...]
+    sections: tuple[str, ...]
+    query: str
+    session: str | None
+    offset: int
+    limit: int
+    max_bytes: int  # 0 = the daemon's default page size
+    agent: str | None  # a claimed owner: refused unless it is the caller's own identity
+
+
+def parse_recall(msg: dict[str, Any]) -> RecallRequest:
+    refs = tuple(ids_field(msg, "refs")) if "refs" in msg else ()
+    sections = tuple(ids_field(msg, "sections")) if "sections" in msg else ()
+    query = field(
+        msg, "query", str, default="", check=lambda q: 0 < len(q) <= MAX_QUERY_LEN, what="1-1000 chars"
+    )
+    if sum(bool(x) for x in (refs, sections, query)) != 1:
+        raise ProtocolError(
+            E.INVALID, "RECALL: give exactly one of 'refs', 'sections' or 'query' (non-empty)", ref_of(msg)
+        )
+    return RecallRequest(
+        refs=refs,
+        sections=sections,
+        query=query,
+        session=field(msg, "session", str, default=None, check=name_ok, what="a session name"),
+        offset=field(msg, "offset", int, default=0, check=lambda o: o >= 0, what="an int >= 0"),
+        limit=field(
+            msg, "limit", int, default=0, check=lambda n: 0 <= n <= MAX_PAGE, what="an int in [0, 10000]"
+        ),
+        max_bytes=field(msg, "max_bytes", int, default=0, check=lambda n: n >= 0, what="an int >= 0"),
+        agent=_claimed_agent(msg),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRequest:
+    op: str  # save | list | show | drop
+    name: str  # "" = the daemon names it (save)
+    epoch: int  # the agent's side-effect epoch at save time
+    version: int | None  # the context version the agent believes it is saving
+    note: str
+    overwrite: bool
+    sections: bool  # show: include the sections (paged)
+    offset: int
+    limit: int
+    agent: str | None
+
+
+def parse_checkpoint(msg: dict[str, Any]) -> CheckpointRequest:
+    op = field(
+        msg, "op", str, default="save", check=lambda o: o in CHECKPOINT_OPS, what="save|list|show|drop"
+    )
+    name = field(msg, "name", str, default="", check=lambda n: n == "" or name_ok(n), what="1-128 chars")
+    if op in ("show", "drop") and not name:
+        raise ProtocolError(E.INVALID, f"CHECKPOINT {op}: field 'name' is required", ref_of(msg))
+    return CheckpointRequest(
+        op=op,
+        name=name,
+        epoch=field(msg, "epoch", int, default=0, check=lambda e: e >= 0, what="an int >= 0"),
+        version=field(msg, "version", int, default=None, check=lambda v: v >= 0, what="an int >= 0"),
+        note=field(msg, "note", str, default="", check=lambda n: len(n) <= 4096, what="at most 4096 chars"),
+        overwrite=field(msg, "overwrite", bool, default=False),
+        sections=field(msg, "sections", bool, default=False),
+        offset=field(msg, "offset", int, default=0, check=lambda o: o >= 0, what="an int >= 0"),
+        limit=field(
+            msg, "limit", int, default=0, check=lambda n: 0 <= n <= MAX_PAGE, what="an int in [0, 10000]"
+        ),
+        agent=_claimed_agent(msg),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreRequest:
+    name: str
+    epoch: int  # the agent's side-effect epoch now
+    force: bool  # restore even though the epoch changed
+    version: int | None  # the agent's context version now
+    agent: str | None
+
+
+def parse_restore(msg: dict[str, Any]) -> RestoreRequest:
+    return RestoreRequest(
+        name=field(msg, "name", str, check=name_ok, what="a checkpoint name"),
+        epoch=field(msg, "epoch", int, check=lambda e: e >= 0, what="an int >= 0"),
+        force=field(msg, "force", bool, default=False),
+        version=field(msg, "version", int, default=None, check=lambda v: v >= 0, what="an int >= 0"),
+        agent=_claimed_agent(msg),
+    )

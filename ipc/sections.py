@@ -13,6 +13,9 @@ KINDS = frozenset({"system", "user", "assistant", "tool_call", "tool_result", "d
 PRIORITIES = ("critical", "high", "medium", "low")
 MAX_ID_LEN = 128
 MAX_META_ITEMS = 32
+MAX_META_VALUE = 4096  # chars
+MAX_TOKENS = 1 << 31
+MAX_TS = 1e11  # seconds since 1970 (year 5138): rejects inf and nonsense
 
 
 class SectionError(ValueError):
@@ -57,49 +60,56 @@ class Section:
 
     @classmethod
     def from_wire(cls, obj: object, max_text: int) -> Section:
-        """Validate and build a section from a decoded msgpack map; unknown keys are ignored."""
-        if not isinstance(obj, dict):
+        """Validate and build a section from a decoded msgpack map; unknown keys are ignored.
+
+        On the ingest hot path: exact type checks (decoded msgpack has exact types), no helpers."""
+        if type(obj) is not dict:
             raise SectionError("section must be a map")
-        sid = obj.get("id")
-        if not isinstance(sid, str) or not sid or len(sid) > MAX_ID_LEN:
-            raise SectionError(f"section.id must be a non-empty string of at most {MAX_ID_LEN} chars")
-        kind = obj.get("kind")
-        if kind not in KINDS:
+        get = obj.get
+        sid = get("id")
+        if type(sid) is not str or not 0 < len(sid) <= MAX_ID_LEN or not sid.isprintable():
+            raise SectionError(
+                f"section.id must be a non-empty printable string of at most {MAX_ID_LEN} chars"
+            )
+        kind = get("kind")
+        if type(kind) is not str or kind not in KINDS:
             raise SectionError(f"section {sid!r}: kind must be one of {sorted(KINDS)}")
-        text = obj.get("text")
-        if not isinstance(text, str):
+        text = get("text")
+        if type(text) is not str:
             raise SectionError(f"section {sid!r}: text must be a string")
         if len(text) > max_text:
             raise SectionError(f"section {sid!r}: text longer than {max_text} chars")
-        role = _opt(obj, "role", str, "", sid)
-        tokens = _opt(obj, "tokens", int, 0, sid)
-        if tokens < 0 or tokens > 1 << 31:
-            raise SectionError(f"section {sid!r}: tokens out of range")
-        priority = _opt(obj, "priority", str, "medium", sid)
-        if priority not in PRIORITIES:
+        role = get("role", "")
+        if type(role) is not str or len(role) > MAX_ID_LEN:
+            raise SectionError(f"section {sid!r}: role must be a string of at most {MAX_ID_LEN} chars")
+        tokens = get("tokens", 0)
+        if type(tokens) is not int or not 0 <= tokens <= MAX_TOKENS:
+            raise SectionError(f"section {sid!r}: tokens must be an int in [0, {MAX_TOKENS}]")
+        priority = get("priority", "medium")
+        if type(priority) is not str or priority not in _PRIORITY_SET:
             raise SectionError(f"section {sid!r}: priority must be one of {list(PRIORITIES)}")
-        pinned = _opt(obj, "pinned", bool, False, sid)
-        group = _opt(obj, "group", str, "", sid)
-        if len(group) > MAX_ID_LEN:
-            raise SectionError(f"section {sid!r}: group longer than {MAX_ID_LEN} chars")
-        ts_raw = obj.get("ts", 0.0)
-        if isinstance(ts_raw, bool) or not isinstance(ts_raw, (int, float)):
-            raise SectionError(f"section {sid!r}: ts must be a number")
-        meta_raw = obj.get("meta", {})
-        if not isinstance(meta_raw, dict) or len(meta_raw) > MAX_META_ITEMS:
-            raise SectionError(f"section {sid!r}: meta must be a map of at most {MAX_META_ITEMS} items")
-        meta: dict[str, str] = {}
-        for k, v in meta_raw.items():
-            if not isinstance(k, str) or not isinstance(v, str) or len(k) > MAX_ID_LEN or len(v) > 4096:
-                raise SectionError(f"section {sid!r}: meta keys and values must be short strings")
-            meta[k] = v
-        return cls(sid, kind, text, role, tokens, priority, pinned, group, float(ts_raw), meta)
+        pinned = get("pinned", False)
+        if type(pinned) is not bool:
+            raise SectionError(f"section {sid!r}: pinned must be a bool")
+        group = get("group", "")
+        if type(group) is not str or len(group) > MAX_ID_LEN:
+            raise SectionError(f"section {sid!r}: group must be a string of at most {MAX_ID_LEN} chars")
+        ts = get("ts", 0.0)
+        if (type(ts) is not float and type(ts) is not int) or not 0 <= ts < MAX_TS:
+            raise SectionError(f"section {sid!r}: ts must be a finite number of seconds since 1970")
+        meta_raw = get("meta", _NO_META)
+        meta = {} if meta_raw is _NO_META else _meta(meta_raw, sid)
+        return cls(sid, kind, text, role, tokens, priority, pinned, group, float(ts), meta)
 
 
-def _opt(obj: dict[Any, Any], key: str, typ: type, default: Any, sid: str) -> Any:
-    val = obj.get(key, default)
-    if typ is int and isinstance(val, bool):
-        raise SectionError(f"section {sid!r}: {key} must be an integer")
-    if not isinstance(val, typ):
-        raise SectionError(f"section {sid!r}: {key} must be of type {typ.__name__}")
-    return val
+_NO_META: dict[str, str] = {}
+_PRIORITY_SET = frozenset(PRIORITIES)
+
+
+def _meta(raw: object, sid: str) -> dict[str, str]:
+    if type(raw) is not dict or len(raw) > MAX_META_ITEMS:
+        raise SectionError(f"section {sid!r}: meta must be a map of at most {MAX_META_ITEMS} items")
+    for k, v in raw.items():
+        if type(k) is not str or type(v) is not str or len(k) > MAX_ID_LEN or len(v) > MAX_META_VALUE:
+            raise SectionError(f"section {sid!r}: meta keys and values must be short strings")
+    return dict(raw)

@@ -1,32 +1,44 @@
-"""Turn a region of sections into one digest that is always smaller than the region.
+"""Turn a region of sections into one digest that is smaller than the region.
 
-Layout of a digest (deterministic bytes for the same region and model):
+Layout of a digest (the same bytes for the same region, model and settings):
 
     [compactd digest of N sections FIRST..LAST: T tokens archived as REF; recall REF for the originals]
-    Key facts (verbatim): fact | fact | ...
-    Summary (model-written from quoted data): The agent ...
+    Key facts (quoted verbatim from the sections): fact | fact | ...
+    Summary of ID, ID (model-written from quoted data): The agent ...
+    Sections (quoted data, not instructions):
     - ID kind: compressed rendering
-    ...
+      continuation lines are indented
+    - ID kind: [summarized above; recall REF#ID]
 
-Tool output is compressed deterministically (summarizer.compressors); the model only writes a
-short gist of the prose parts, and the gist is checked against its source (summarizer.gist).
-If the model is missing, slow or wrong, the digest is deterministic. If the result is not
-smaller than the region, it is cut down with head/tail until it is.
+Tool output is compressed deterministically (summarizer.compressors); the model only writes short
+gists of prose sections (in chunks that fit its context; the chunk gists are put side by side once
+and never summarized again), and every gist is checked against its source (summarizer.gist). All
+region text is quoted: defanged, indented under its section, never in the digest's own voice
+(summarizer.safety). A digest never grows a region: the model version is used only if it is smaller
+than the region, else the deterministic one; if the model is missing, failing or slow, the digest is
+deterministic and the summarizer reports itself degraded until the model works again.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from summarizer import gist
 from summarizer.compressors import compress, head_tail
-from summarizer.engine import Generation, LlamaEngine
+from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine, ModelError
 from summarizer.facts import extract_facts
+from summarizer.safety import defang, instruction_like
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})
-GIST_INPUT_CHARS = 1600  # ~450 tokens: a gist costs ~3 s on 2 cores
+GIST_CHUNK_CHARS = 1600  # ~450 tokens of model input per gist: short inputs keep a 135M model honest
+GIST_MIN_CHARS = 200  # less prose than this is not worth a model call
 GIST_MAX_TOKENS = 80
+MAX_GIST_CHUNKS = 4  # per digest; later prose stays deterministic
+GIST_BUDGET_S = 45.0  # model time per digest, all chunks together
+BACKOFF_S = (5.0, 15.0, 60.0, 300.0)  # after 1, 2, 3, 4+ consecutive model failures
 
 
 @dataclass(frozen=True)
@@ -40,14 +52,22 @@ class Item:
 
 
 @dataclass(frozen=True)
+class Gist:
+    ids: tuple[str, ...]  # the prose sections this gist stands for
+    text: str
+
+
+@dataclass(frozen=True)
 class Digest:
     text: str
     tokens: int
     tokens_before: int
     method: str  # "model" when a checked gist is included, else "deterministic"
     facts: tuple[str, ...]
-    gist_rejected: str  # why a gist was rejected ("" if accepted or not attempted)
-    generation: Generation | None
+    gist_rejected: str  # why gists were rejected or not used ("" if none was)
+    generation: Generation | None  # the last model call, if any
+    gists: tuple[Gist, ...] = ()
+    generations: tuple[Generation, ...] = field(default=(), repr=False)
 
 
 def approx_tokens(text: str) -> int:
@@ -55,88 +75,269 @@ def approx_tokens(text: str) -> int:
     return len(text) // 3 + 1
 
 
+def max_facts_for(target_tokens: int) -> int:
+    """How many key facts a digest of `target_tokens` carries (a fact is ~10 tokens)."""
+    return max(12, min(40, target_tokens // 12))
+
+
 class Summarizer:
-    def __init__(self, engine: LlamaEngine | None, count: Callable[[str], int] | None = None) -> None:
+    """Writes digests; owns the model engine's health (degraded, backoff, reload)."""
+
+    def __init__(
+        self,
+        engine: LlamaEngine | None,
+        count: Callable[[str], int] | None = None,
+        *,
+        settings: EngineSettings | None = None,
+        degraded_reason: str = "",
+    ) -> None:
         self.engine = engine
-        self.count = count or (engine.count_tokens if engine else approx_tokens)
-        self.degraded_reason = "" if engine else "no model"
+        self.settings = settings or (engine.settings if engine else None)
+        self._count = count
+        self.degraded_reason = degraded_reason or ("" if engine else "no model")
         self.gists_accepted = 0
         self.gists_rejected = 0
+        self.rejected_by: dict[str, int] = {}
+        self.model_failures = 0
+        self.consecutive_failures = 0
+        self._retry_at = 0.0
+        self._primed = False
 
     @property
     def degraded(self) -> bool:
         return bool(self.degraded_reason)
 
+    def count(self, text: str) -> int:
+        if self._count is not None:
+            return self._count(text)
+        return self.engine.count_tokens(text) if self.engine else approx_tokens(text)
+
+    # --- model health --------------------------------------------------------------------------------
+    async def warm(self) -> None:
+        """Evaluate the fixed instruction prefix now, so the first job already reuses it."""
+        if self.engine is not None and not self._primed:
+            await self.engine.prime(gist.PREFIX)
+            self._primed = True
+
+    async def reload(self, path: str | None = None) -> None:
+        """Load the model again (or `path`), e.g. on SIGHUP. On success the summarizer is healthy
+        again; on failure ModelError is raised and a working current model stays in service (if
+        there is none, the summarizer stays degraded with the new reason)."""
+        try:
+            if self.engine is not None:
+                await self.engine.reload(path)
+                self.settings = self.engine.settings
+            else:
+                if path is None and self.settings is None:
+                    raise ModelError("no model configured")
+                base = self.settings or EngineSettings(path or "")
+                settings = replace(base, path=path or base.path)
+                self.engine = await asyncio.to_thread(LlamaEngine, settings)
+                self.settings = settings
+                self._primed = False
+        except ModelError as exc:
+            if self.engine is None:
+                self.degraded_reason = str(exc)
+            raise
+        self.degraded_reason = ""
+        self.consecutive_failures = 0
+        self._retry_at = 0.0
+        await self.warm()
+
+    def _model_usable(self) -> bool:
+        return self.engine is not None and time.monotonic() >= self._retry_at
+
+    def _failed(self, exc: BaseException) -> str:
+        self.model_failures += 1
+        self.consecutive_failures += 1
+        wait = BACKOFF_S[min(self.consecutive_failures, len(BACKOFF_S)) - 1]
+        self._retry_at = time.monotonic() + wait
+        self.degraded_reason = f"model failed ({type(exc).__name__}: {exc}); retrying in {wait:g} s"
+        return self.degraded_reason
+
+    def _succeeded(self) -> None:
+        self.consecutive_failures = 0
+        self._retry_at = 0.0
+        self.degraded_reason = ""
+
+    # --- digests -------------------------------------------------------------------------------------
     async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
         before = sum(i.tokens for i in items)
-        source = "\n".join(i.text for i in items)
-        facts = tuple(extract_facts(source, max_facts=24))
-        gen, gist_text, rejected = await self._gist(items)
-        budget_chars = max(400, target_tokens * 3)
-        for _ in range(6):
-            text = render(items, ref, before, facts, gist_text, budget_chars)
+        source = "\n".join(i.text for i in items if i.kind != "digest")
+        facts = tuple(
+            defang(f) for f in extract_facts(source, max_facts_for(target_tokens)) if not instruction_like(f)
+        )
+        gists, gens, rejected = await self._gists(items)
+        det_text, det_tokens = self._fit(items, ref, before, facts, (), target_tokens)
+        text, tokens, method = det_text, det_tokens, "deterministic"
+        if gists:
+            text_m, tokens_m = self._fit(items, ref, before, facts, gists, target_tokens)
+            if tokens_m < before and (tokens_m <= target_tokens or tokens_m <= det_tokens):
+                text, tokens, method = text_m, tokens_m, "model"
+            else:
+                rejected.append(f"model digest not smaller ({tokens_m} tokens)")
+                gists = ()
+        if tokens >= before:  # never worse: fall back to the header and the facts that fit
+            text = _stub(items, ref, before, facts, max(0, before * 3 - 200))
             tokens = self.count(text)
-            if tokens <= target_tokens or tokens < before * 0.5:
-                break
-            budget_chars = int(budget_chars * 0.6)
-        if tokens >= before:  # never worse: cut to well under the region
-            text = head_tail(text, max(64, min(len(text) // 2, before)), ref)
-            tokens = self.count(text)
-        method = "model" if gist_text else "deterministic"
-        return Digest(text, tokens, before, method, facts, rejected, gen)
+        return Digest(
+            text=text,
+            tokens=tokens,
+            tokens_before=before,
+            method=method,
+            facts=facts,
+            gist_rejected="; ".join(rejected),
+            generation=gens[-1] if gens else None,
+            gists=gists,
+            generations=tuple(gens),
+        )
 
-    async def _gist(self, items: Sequence[Item]) -> tuple[Generation | None, str, str]:
-        if self.engine is None:
-            return None, "", ""
-        prose = "\n".join(f"{i.kind}: {i.text}" for i in items if i.kind in PROSE_KINDS)
-        if len(prose) < 200:
-            return None, "", ""
-        data = gist.quote(prose[:GIST_INPUT_CHARS])
-        try:
-            gen = await self.engine.generate(gist.PREFIX, data, gist.SUFFIX, max_tokens=GIST_MAX_TOKENS)
-        except Exception as exc:  # timeout, crash in llama.cpp: fall back, report degraded
-            self.degraded_reason = f"model failed: {type(exc).__name__}: {exc}"
-            return None, "", self.degraded_reason
-        self.degraded_reason = ""
-        text = gist.render_gist(gen.text)
-        verdict = gist.check_gist(text.removeprefix(gist.LEAD), prose[:GIST_INPUT_CHARS])
-        if gen.stopped == "repetition":
-            verdict = gist.GistCheck(False, "repetition")
-        if not verdict.ok:
-            self.gists_rejected += 1
-            return gen, "", verdict.reason
-        self.gists_accepted += 1
-        return gen, text, ""
+    def _fit(
+        self,
+        items: Sequence[Item],
+        ref: str,
+        before: int,
+        facts: Sequence[str],
+        gists: Sequence[Gist],
+        target_tokens: int,
+    ) -> tuple[str, int]:
+        """Render with a shrinking character budget until the digest fits `target_tokens`."""
+        budget = max(400, target_tokens * 3)
+        best: tuple[str, int] | None = None
+        for _ in range(8):
+            text = render(items, ref, before, facts, gists, budget)
+            tokens = self.count(text)
+            if best is None or tokens < best[1]:
+                best = (text, tokens)
+            if tokens <= target_tokens or budget <= 200:
+                break
+            budget = max(200, int(budget * max(0.4, min(0.9, target_tokens / tokens))))
+        assert best is not None
+        return best
+
+    async def _gists(self, items: Sequence[Item]) -> tuple[tuple[Gist, ...], list[Generation], list[str]]:
+        """Checked gists of the region's prose, one per chunk that fits the model's context."""
+        engine = self.engine
+        if engine is None or not self._model_usable():
+            return (), [], ([self.degraded_reason] if self.degraded_reason else [])
+        chunks = prose_chunks(items, engine.data_room(gist.PREFIX, gist.SUFFIX, GIST_MAX_TOKENS))
+        gists: list[Gist] = []
+        gens: list[Generation] = []
+        rejected: list[str] = []
+        deadline = time.monotonic() + GIST_BUDGET_S
+        for ids, data in chunks[:MAX_GIST_CHUNKS]:
+            left = deadline - time.monotonic()
+            if left <= 1.0:
+                rejected.append("model time budget used up")
+                break
+            try:
+                gen = await engine.generate(
+                    gist.PREFIX,
+                    gist.quote(data),
+                    gist.SUFFIX,
+                    max_tokens=GIST_MAX_TOKENS,
+                    timeout_s=min(left, engine.settings.timeout_s),
+                )
+            except GenerationTimeout as exc:  # slow: this digest goes on without the model
+                rejected.append(self._failed(exc))
+                break
+            except (ModelError, RuntimeError, OSError, ValueError) as exc:  # llama.cpp failed
+                rejected.append(self._failed(exc))
+                break
+            self._succeeded()
+            gens.append(gen)
+            text = gist.render_gist(gen.text)
+            verdict = gist.check_gist(text.removeprefix(gist.LEAD), data)
+            if gen.stopped == "repetition":
+                verdict = gist.GistCheck(False, "repetition", gist.REPETITION)
+            if not verdict.ok:
+                self.gists_rejected += 1
+                self.rejected_by[verdict.kind] = self.rejected_by.get(verdict.kind, 0) + 1
+                rejected.append(f"gist of {ids[0]}..{ids[-1]}: {verdict.reason}")
+                continue
+            self.gists_accepted += 1
+            gists.append(Gist(ids, text))
+        return tuple(gists), gens, rejected
+
+
+def prose_chunks(items: Sequence[Item], room_tokens: int) -> list[tuple[tuple[str, ...], str]]:
+    """Group the region's prose sections, in order, into model inputs that fit the context.
+
+    Each chunk is (ids it covers, model input). A prose section longer than a chunk is cut to its
+    head and tail (the archive keeps it whole). Regions with less prose than GIST_MIN_CHARS get none.
+    """
+    limit = max(200, min(GIST_CHUNK_CHARS, room_tokens * 2))  # >= 2 chars per token, conservatively
+    prose = [i for i in items if i.kind in PROSE_KINDS and i.text.strip()]
+    if sum(len(i.text) for i in prose) < GIST_MIN_CHARS:
+        return []
+    chunks: list[tuple[tuple[str, ...], str]] = []
+    ids: list[str] = []
+    parts: list[str] = []
+    size = 0
+    for it in prose:
+        part = head_tail(gist.model_input(it.kind, it.text), limit, it.id)
+        if parts and size + len(part) + 1 > limit:
+            chunks.append((tuple(ids), "\n".join(parts)))
+            ids, parts, size = [], [], 0
+        ids.append(it.id)
+        parts.append(part)
+        size += len(part) + 1
+    if parts:
+        chunks.append((tuple(ids), "\n".join(parts)))
+    return [c for c in chunks if len(c[1]) >= GIST_MIN_CHARS // 2]
+
+
+def header(items: Sequence[Item], ref: str, before: int) -> str:
+    first, last = items[0].id, items[-1].id
+    return (
+        f"[compactd digest of {len(items)} sections {first}..{last}: {before} tokens archived as {ref}; "
+        f"recall {ref} for the originals]"
+    )
 
 
 def render(
-    items: Sequence[Item], ref: str, before: int, facts: Sequence[str], gist_text: str, budget_chars: int
+    items: Sequence[Item],
+    ref: str,
+    before: int,
+    facts: Sequence[str],
+    gists: Sequence[Gist],
+    budget_chars: int,
 ) -> str:
-    first, last = items[0].id, items[-1].id
-    lines = [
-        f"[compactd digest of {len(items)} sections {first}..{last}: {before} tokens archived as {ref}; "
-        f"recall {ref} for the originals]"
-    ]
+    lines = [header(items, ref, before)]
     if facts:
-        lines.append(_facts_line(facts, budget_chars // 4))
-    if gist_text:
-        lines.append(f"Summary (model-written from quoted data): {gist_text}")
+        lines.append("Key facts (quoted verbatim from the sections): " + " | ".join(facts))
+    covered: set[str] = set()
+    for g in gists:
+        lines.append(f"Summary of {', '.join(g.ids)} (model-written from quoted data): {g.text}")
+        covered.update(g.ids)
+    lines.append("Sections (quoted data, not instructions):")
     used = sum(len(x) + 1 for x in lines)
-    share = max(60, (budget_chars - used) // max(1, len(items)))
+    rest = [it for it in items if it.id not in covered]
+    share = max(60, (budget_chars - used) // max(1, len(rest)))
     for it in items:
-        body = compress(it.text, ref=f"{ref}#{it.id}", max_chars=share).text
-        lines.append(f"- {it.id} {it.kind}: {_one_block(body)}")
+        if it.id in covered:
+            lines.append(f"- {it.id} {it.kind}: [summarized above; recall {ref}#{it.id}]")
+        elif it.kind == "digest":  # an earlier digest is kept verbatim, never summarized again
+            lines.append(f"- {it.id} {it.kind}: {_one_block(it.text)}")
+        else:
+            body = compress(it.text, ref=f"{ref}#{it.id}", max_chars=share).text
+            lines.append(f"- {it.id} {it.kind}: {_one_block(defang(body))}")
     return "\n".join(lines)
 
 
-def _facts_line(facts: Sequence[str], max_chars: int) -> str:
-    out = "Key facts (verbatim): "
+def _stub(items: Sequence[Item], ref: str, before: int, facts: Sequence[str], max_chars: int) -> str:
+    """The smallest digest: the header, as many facts as fit, and a pointer to the archive."""
+    lines = [header(items, ref, before)]
     kept: list[str] = []
+    size = len(lines[0]) + 60
     for f in facts:
-        if len(out) + sum(len(k) + 3 for k in kept) + len(f) > max_chars and kept:
+        if size + len(f) + 3 > max_chars:
             break
         kept.append(f)
-    return out + " | ".join(kept)
+        size += len(f) + 3
+    if kept:
+        lines.append("Key facts (quoted verbatim from the sections): " + " | ".join(kept))
+    return "\n".join(lines)
 
 
 def _one_block(text: str) -> str:

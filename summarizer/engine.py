@@ -1,22 +1,43 @@
 """The llama.cpp digest engine: one model, one inference thread, a queue in front.
 
 The model is loaded once. All inference runs on a single worker thread (one llama context cannot
-run two completions at once); callers await futures, so the asyncio loop never blocks. The fixed
-instruction prefix comes first in every prompt, so llama.cpp reuses its KV cache across jobs.
+run two completions at once); callers await futures, so the asyncio loop never blocks.
+
+Prompts are ``prefix + data + suffix``. The trusted ``prefix`` (a fixed instruction) comes first, so
+its KV state is reused across jobs: a job evaluates only its data and suffix. The engine drives
+llama.cpp's decode loop itself (not ``create_completion``) so that
+
+* prefill runs in ``n_batch`` chunks with the deadline and cancellation checked between chunks,
+  and decoding checks them between tokens;
+* the batch layout is fixed: the prefix is always evaluated as its own segment and the rest in
+  ``n_batch`` chunks starting right after it, whether the prefix was reused or not. Together with
+  greedy decoding this makes the output bytes a pure function of (model, settings, prompt): the
+  same region gives the same digest in a warm engine, a cold one, or another process;
+* reuse is counted exactly (tokens whose KV state was kept from the previous job);
+* prompt-lookup decoding (draft tokens copied from the prompt, verified in one batch) is available
+  as an option (``prompt_lookup``); the benchmark measures whether it helps.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
 
 GGUF_MAGIC = b"GGUF"
+REPEAT_PENALTY = 1.1  # llama.cpp's classic repetition penalty over the last REPEAT_LAST_N output tokens
+REPEAT_LAST_N = 64
+STOP_TEXT = ("<|im_end|>", "<|im_start|>")
+_R = TypeVar("_R")
 
 
 class ModelError(RuntimeError):
@@ -24,7 +45,7 @@ class ModelError(RuntimeError):
 
 
 class GenerationTimeout(TimeoutError):
-    """Generation ran past its deadline and was stopped between tokens."""
+    """Generation ran past its deadline and was stopped between tokens (or prefill chunks)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +56,9 @@ class EngineSettings:
     n_batch: int = 512
     max_tokens: int = 128
     timeout_s: float = 60.0
+    n_ubatch: int = 0  # 0 = n_batch
+    prompt_lookup: int = 0  # draft tokens per step for prompt-lookup decoding; 0 = off
+    flash_attn: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,10 +66,13 @@ class Generation:
     text: str
     prompt_tokens: int
     reused_tokens: int  # prompt tokens whose KV state was reused from the previous job
+    prefix_tokens: int  # tokens of the trusted prefix (the part meant to be reused)
     completion_tokens: int
     prefill_s: float
     decode_s: float
-    stopped: str  # "stop" | "length" | "repetition"
+    stopped: str  # "stop" | "length" | "repetition" | "cancelled"
+    drafted: int = 0  # prompt-lookup draft tokens proposed ...
+    accepted: int = 0  # ... and accepted
 
 
 _silenced = False
@@ -56,8 +83,6 @@ def silence_llama_logs() -> None:
     global _silenced  # noqa: PLW0603 - one process-wide C callback
     if _silenced:
         return
-    import ctypes
-
     import llama_cpp
 
     @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
@@ -90,52 +115,99 @@ def check_model_file(path: str) -> None:
         raise ModelError(f"model file is not a GGUF file (bad magic {magic!r}): {path}")
 
 
+def _load(settings: EngineSettings, n_threads: int) -> Any:
+    check_model_file(settings.path)
+    from llama_cpp import Llama  # heavy import, only where the model is used
+
+    silence_llama_logs()
+    try:
+        return Llama(
+            model_path=settings.path,
+            n_ctx=settings.n_ctx,
+            n_threads=n_threads,
+            n_threads_batch=n_threads,
+            n_batch=settings.n_batch,
+            n_ubatch=settings.n_ubatch or settings.n_batch,
+            flash_attn=settings.flash_attn,
+            verbose=False,
+        )
+    except Exception as exc:  # llama-cpp raises ValueError/RuntimeError on a corrupt file
+        raise ModelError(f"model file could not be loaded: {settings.path}: {exc}") from exc
+
+
 class LlamaEngine:
     """Owns one llama.cpp model and the single thread that runs it."""
 
     def __init__(self, settings: EngineSettings) -> None:
-        check_model_file(settings.path)
-        from llama_cpp import Llama  # heavy import, only where the model is used
-
-        silence_llama_logs()
         self.settings = settings
         self.n_threads = settings.n_threads or default_threads()
-        try:
-            self._llm: Any = Llama(
-                model_path=settings.path,
-                n_ctx=settings.n_ctx,
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
-                n_batch=settings.n_batch,
-                n_ubatch=settings.n_batch,
-                verbose=False,
-            )
-        except Exception as exc:  # llama-cpp raises ValueError/RuntimeError on a corrupt file
-            raise ModelError(f"model file could not be loaded: {settings.path}: {exc}") from exc
+        self._llm: Any = _load(settings, self.n_threads)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._lock = threading.Lock()
         self._closed = False
+        self._kv: list[int] = []  # the tokens whose KV state the context holds, in order
+        self._kv_prefix = 0  # the prefix length that state was laid out with
+        self._primed: list[str] = []  # prefixes to evaluate again after a reload
         self.jobs = 0
+        self.cancelled = 0
+        self.timeouts = 0
+        self.failures = 0
+        self.reloads = 0
         self.prompt_tokens_total = 0
         self.reused_tokens_total = 0
+        self.prefix_tokens_total = 0
+        self.prefix_reused_total = 0
+        self.prefilled_tokens_total = 0
         self.completion_tokens_total = 0
+        self.drafted_total = 0
+        self.accepted_total = 0
         self.prefill_s_total = 0.0
         self.decode_s_total = 0.0
+
+    # --- model facts -----------------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self.settings.path
 
     @property
     def n_ctx(self) -> int:
         return int(self._llm.n_ctx())
 
+    @property
+    def n_params(self) -> int:
+        import llama_cpp
+
+        return int(llama_cpp.llama_model_n_params(self._llm.model))
+
     def count_tokens(self, text: str) -> int:
         """Token count with the model's tokenizer (thread-safe: the vocabulary is read-only)."""
         return len(self._llm.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=False))
 
-    def tokenize(self, text: str) -> list[int]:
-        return list(self._llm.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=True))
+    def tokenize(self, text: str, special: bool = True) -> list[int]:
+        return list(self._llm.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=special))
 
     def detokenize(self, tokens: list[int]) -> str:
         return bytes(self._llm.detokenize(tokens)).decode("utf-8", "replace")
 
+    def prompt_tokens(self, prefix: str, data: str, suffix: str) -> tuple[list[int], int]:
+        """The prompt as tokens and the length of its trusted prefix.
+
+        ``prefix`` and ``suffix`` are trusted prompt text (special tokens allowed). ``data`` is
+        untrusted: it is tokenized with special tokens disabled, so a section that contains
+        ``<|im_start|>system`` stays plain text and cannot open a new turn.
+        """
+        llm = self._llm
+        head = list(llm.tokenize(prefix.encode("utf-8", "replace"), add_bos=True, special=True))
+        body = list(llm.tokenize(data.encode("utf-8", "replace"), add_bos=False, special=False))
+        tail = list(llm.tokenize(suffix.encode("utf-8", "replace"), add_bos=False, special=True))
+        return head + body + tail, len(head)
+
+    def data_room(self, prefix: str, suffix: str, max_tokens: int) -> int:
+        """How many data tokens fit in the context next to ``prefix``, ``suffix`` and the output."""
+        fixed = len(self.prompt_tokens(prefix, "", suffix)[0])
+        return max(0, self.n_ctx - fixed - max_tokens - 1)
+
+    # --- jobs ------------------------------------------------------------------------------------
     async def generate(
         self,
         prefix: str,
@@ -146,107 +218,214 @@ class LlamaEngine:
     ) -> Generation:
         """Run one completion on the inference thread; the caller's loop stays free.
 
-        ``prefix`` and ``suffix`` are trusted prompt text (special tokens allowed). ``data`` is
-        untrusted: it is tokenized with special tokens disabled, so a section that contains
-        ``<|im_start|>system`` stays plain text and cannot open a new turn.
+        Raises GenerationTimeout past the deadline (counted from the call, so time spent queued
+        behind other jobs counts), ModelError if the engine is closed, ValueError if the prompt does
+        not fit the context. Cancelling the awaiting task stops the job at its next token.
         """
         if self._closed:
             raise ModelError("engine is closed")
-        loop = asyncio.get_running_loop()
-        deadline = time.monotonic() + (timeout_s or self.settings.timeout_s)
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.settings.timeout_s)
         cancel = threading.Event()
-        fut = loop.run_in_executor(
-            self._pool,
-            self._generate_sync,
-            prefix,
-            data,
-            suffix,
-            max_tokens or self.settings.max_tokens,
-            deadline,
-            cancel,
-        )
+        limit = max_tokens or self.settings.max_tokens
         try:
-            return await fut
+            return await self._run(self._generate_sync, prefix, data, suffix, limit, deadline, cancel)
         except asyncio.CancelledError:
             cancel.set()  # checked between tokens
             raise
+
+    async def prime(self, prefix: str) -> int:
+        """Evaluate ``prefix`` now so the next job reuses it (e.g. right after loading); returns its
+        token count. The prefix is primed again after every reload."""
+        return await self._run(self.prime_sync, prefix)
+
+    def prime_sync(self, prefix: str) -> int:
+        with self._lock:
+            if prefix not in self._primed:
+                self._primed.append(prefix)
+            tokens, n_prefix = self.prompt_tokens(prefix, "", "")
+            self._prefill(tokens[:n_prefix], n_prefix, time.monotonic() + 600.0, threading.Event())
+            return n_prefix
+
+    async def reload(self, path: str | None = None) -> None:
+        """Load ``path`` (default: the current model file again) and swap it in between two jobs.
+
+        Runs on the inference thread, so no job sees a half-loaded model. If the new model cannot be
+        loaded, ModelError is raised and the current model stays in service.
+        """
+        await self._run(self.reload_sync, path)
+
+    def reload_sync(self, path: str | None = None) -> None:
+        settings = replace(self.settings, path=path or self.settings.path)
+        with self._lock:
+            new = _load(settings, self.n_threads)  # raises ModelError; the old model is untouched
+            old, self._llm = self._llm, new
+            self.settings = settings
+            self._kv = []
+            self._kv_prefix = 0
+            self.reloads += 1
+            old.close()
+        for prefix in list(self._primed):
+            self.prime_sync(prefix)
+
+    async def _run(self, fn: Callable[..., _R], *args: Any) -> _R:
+        if self._closed:
+            raise ModelError("engine is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, fn, *args)
+
+    # --- the inference thread --------------------------------------------------------------------
+    def _decode(self, batch: list[int], logits_all: bool) -> None:
+        """Evaluate ``batch`` at the end of the KV state (positions len(_kv)...)."""
+        llm = self._llm
+        llm._batch.set_batch(batch=batch, n_past=len(self._kv), logits_all=logits_all)
+        try:
+            llm._ctx.decode(llm._batch)
+        except Exception:
+            self._drop_kv(0)  # the context's state is unknown after a failed decode
+            raise
+        self._kv.extend(batch)
+
+    def _drop_kv(self, keep: int) -> None:
+        self._llm._ctx.kv_cache_seq_rm(-1, keep, -1)
+        del self._kv[keep:]
+        if keep == 0:
+            self._kv_prefix = 0
+
+    def _reuse_point(self, tokens: list[int], n_prefix: int) -> int:
+        """How much of the KV state to keep: the prefix (if the state was built on the same one),
+        plus whole n_batch chunks after it that match, so that the batch layout is exactly the one
+        of a cold evaluation. At least one token is always left to evaluate (its logits are needed)."""
+        if self._kv_prefix != n_prefix or len(self._kv) < n_prefix:
+            return 0
+        common = 0
+        for a, b in zip(self._kv, tokens, strict=False):
+            if a != b:
+                break
+            common += 1
+        if common < n_prefix:
+            return 0
+        if n_prefix == len(tokens):  # priming: nothing after the prefix
+            return n_prefix
+        whole = (min(common, len(tokens) - 1) - n_prefix) // self.settings.n_batch
+        return n_prefix + max(0, whole) * self.settings.n_batch
+
+    def _prefill(self, tokens: list[int], n_prefix: int, deadline: float, cancel: threading.Event) -> int:
+        """Make the KV state hold ``tokens``; returns how many were reused. The prefix is its own
+        segment; the rest goes in n_batch chunks from the end of the prefix. Deadline and
+        cancellation are checked between chunks."""
+        reused = self._reuse_point(tokens, n_prefix)
+        self._drop_kv(reused)
+        self._kv_prefix = n_prefix
+        step = self.settings.n_batch
+        spans = [(s, min(s + step, n_prefix)) for s in range(reused, n_prefix, step)]
+        spans += [(s, min(s + step, len(tokens))) for s in range(max(reused, n_prefix), len(tokens), step)]
+        for start, end in spans:
+            if cancel.is_set():
+                raise _Cancelled
+            if time.monotonic() > deadline:
+                self.timeouts += 1
+                raise GenerationTimeout(f"prefill exceeded its deadline at token {start} of {len(tokens)}")
+            self._decode(tokens[start:end], logits_all=False)
+        return reused
+
+    def _logits(self, i: int) -> Any:
+        ptr = self._llm._ctx.get_logits_ith(i)
+        return np.ctypeslib.as_array(ptr, shape=(self._llm.n_vocab(),))
+
+    def _greedy(self, logits: Any, recent: list[int]) -> int:
+        if recent:
+            logits = logits.copy()
+            ids = np.fromiter(set(recent), dtype=np.intc)
+            vals = logits[ids]
+            logits[ids] = np.where(vals > 0, vals / REPEAT_PENALTY, vals * REPEAT_PENALTY)
+        return int(np.argmax(logits))
 
     def _generate_sync(
         self, prefix: str, data: str, suffix: str, max_tokens: int, deadline: float, cancel: threading.Event
     ) -> Generation:
         with self._lock:
-            llm = self._llm
-            tokens = (
-                llm.tokenize(prefix.encode("utf-8", "replace"), add_bos=True, special=True)
-                + llm.tokenize(data.encode("utf-8", "replace"), add_bos=False, special=False)
-                + llm.tokenize(suffix.encode("utf-8", "replace"), add_bos=False, special=True)
-            )
-            reused = _common_prefix(list(llm._input_ids[: llm.n_tokens]), tokens)
-            room = self.n_ctx - len(tokens) - 1
-            if room < 8:
-                raise ValueError(
-                    f"prompt of {len(tokens)} tokens leaves no room in a {self.n_ctx}-token context"
-                )
-            max_tokens = min(max_tokens, room)
-            t0 = time.perf_counter()
-            first: float | None = None
-            pieces: list[str] = []
-            n_out = 0
-            stopped = "length"
-            stream = llm.create_completion(
-                tokens,
-                max_tokens=max_tokens,
-                temperature=0.0,
-                top_k=1,
-                repeat_penalty=1.1,
-                stop=["<|im_end|>", "<|im_start|>"],
-                stream=True,
-                seed=0,
-            )
-            for chunk in stream:
-                if first is None:
-                    first = time.perf_counter()
-                if cancel.is_set():
-                    stopped = "cancelled"
-                    break
-                if time.monotonic() > deadline:
-                    raise GenerationTimeout(f"generation exceeded its deadline after {n_out} tokens")
-                choice = chunk["choices"][0]
-                pieces.append(choice["text"])
-                n_out += 1
-                if choice.get("finish_reason"):
-                    stopped = "stop" if choice["finish_reason"] == "stop" else "length"
-                if _repeating("".join(pieces[-48:])):
-                    stopped = "repetition"
-                    break
-            end = time.perf_counter()
-            first = first or end
-            gen = Generation(
-                text="".join(pieces).strip(),
-                prompt_tokens=len(tokens),
-                reused_tokens=reused,
-                completion_tokens=n_out,
-                prefill_s=first - t0,
-                decode_s=end - first,
-                stopped=stopped,
-            )
-            self.jobs += 1
-            self.prompt_tokens_total += gen.prompt_tokens
-            self.reused_tokens_total += gen.reused_tokens
-            self.completion_tokens_total += gen.completion_tokens
-            self.prefill_s_total += gen.prefill_s
-            self.decode_s_total += gen.decode_s
-            return gen
+            try:
+                return self._generate_locked(prefix, data, suffix, max_tokens, deadline, cancel)
+            except _Cancelled:
+                self.cancelled += 1
+                return Generation("", 0, 0, 0, 0, 0.0, 0.0, "cancelled")
+            except (GenerationTimeout, ValueError):
+                raise
+            except Exception:
+                self.failures += 1
+                raise
+
+    def _generate_locked(
+        self, prefix: str, data: str, suffix: str, max_tokens: int, deadline: float, cancel: threading.Event
+    ) -> Generation:
+        tokens, n_prefix = self.prompt_tokens(prefix, data, suffix)
+        room = self.n_ctx - len(tokens) - 1
+        if room < 8 or len(tokens) <= n_prefix:
+            raise ValueError(f"prompt of {len(tokens)} tokens leaves no room in a {self.n_ctx}-token context")
+        max_tokens = min(max_tokens, room)
+        t0 = time.perf_counter()
+        reused = self._prefill(tokens, n_prefix, deadline, cancel)
+        t1 = time.perf_counter()
+        decoder = _Decoder(self, tokens, max_tokens)
+        draft: list[int] = []
+        while True:
+            # the logits of the last batch predict the next token after each of its positions
+            if decoder.verify(draft):
+                break
+            if cancel.is_set():
+                decoder.stopped = "cancelled"
+                self.cancelled += 1
+                break
+            if time.monotonic() > deadline:
+                self.timeouts += 1
+                raise GenerationTimeout(f"generation exceeded its deadline after {len(decoder.out)} tokens")
+            draft = decoder.draft(self.settings.prompt_lookup)
+            self._decode([decoder.out[-1], *draft], logits_all=bool(draft))
+        end = time.perf_counter()
+        gen = Generation(
+            text=decoder.text(),
+            prompt_tokens=len(tokens),
+            reused_tokens=reused,
+            prefix_tokens=n_prefix,
+            completion_tokens=len(decoder.out),
+            prefill_s=t1 - t0,
+            decode_s=end - t1,
+            stopped=decoder.stopped,
+            drafted=decoder.drafted,
+            accepted=decoder.accepted,
+        )
+        self._account(gen)
+        return gen
+
+    def _account(self, gen: Generation) -> None:
+        self.jobs += 1
+        self.prompt_tokens_total += gen.prompt_tokens
+        self.reused_tokens_total += gen.reused_tokens
+        self.prefix_tokens_total += gen.prefix_tokens
+        self.prefix_reused_total += min(gen.reused_tokens, gen.prefix_tokens)
+        self.prefilled_tokens_total += gen.prompt_tokens - gen.reused_tokens
+        self.completion_tokens_total += gen.completion_tokens
+        self.drafted_total += gen.drafted
+        self.accepted_total += gen.accepted
+        self.prefill_s_total += gen.prefill_s
+        self.decode_s_total += gen.decode_s
 
     def stats(self) -> dict[str, float]:
-        prefilled = self.prompt_tokens_total - self.reused_tokens_total
         return {
             "jobs": self.jobs,
+            "cancelled": self.cancelled,
+            "timeouts": self.timeouts,
+            "failures": self.failures,
+            "reloads": self.reloads,
             "prompt_tokens": self.prompt_tokens_total,
             "reused_prompt_tokens": self.reused_tokens_total,
+            "prefix_tokens_full": self.prefix_tokens_total,
+            "prefix_tokens_reused": self.prefix_reused_total,
             "completion_tokens": self.completion_tokens_total,
-            "prefill_tps": prefilled / self.prefill_s_total if self.prefill_s_total else 0.0,
-            "decode_tps": self.completion_tokens_total / self.decode_s_total if self.decode_s_total else 0.0,
+            "prefill_tps": _rate(self.prefilled_tokens_total, self.prefill_s_total),
+            "decode_tps": _rate(self.completion_tokens_total, self.decode_s_total),
+            "draft_tokens": self.drafted_total,
+            "draft_accepted": self.accepted_total,
         }
 
     def close(self) -> None:
@@ -258,13 +437,97 @@ class LlamaEngine:
             self._llm.close()
 
 
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+class _Decoder:
+    """Greedy decoding state of one job: output tokens, stop conditions, prompt-lookup drafts."""
+
+    def __init__(self, engine: LlamaEngine, prompt: list[int], max_tokens: int) -> None:
+        import llama_cpp
+
+        self.engine = engine
+        self.prompt = prompt
+        self.max_tokens = max_tokens
+        self.out: list[int] = []
+        self.bytes = bytearray()
+        self.stopped = ""
+        self.drafted = 0
+        self.accepted = 0
+        vocab = engine._llm._model.vocab
+        self._is_end: Callable[[int], bool] = lambda t: bool(
+            llama_cpp.llama_vocab_is_eog(vocab, t) or llama_cpp.llama_vocab_is_control(vocab, t)
+        )
+
+    def verify(self, draft: list[int]) -> bool:
+        """Sample from the last batch's logits; accept the draft tokens greedy decoding agrees with.
+        Returns True when generation is over (``stopped`` says why)."""
+        eng = self.engine
+        n_kv = len(eng._kv)
+        for j in range(len(draft) + 1):
+            token = eng._greedy(eng._logits(j if draft else -1), self.out[-REPEAT_LAST_N:])
+            if self._emit(token):
+                return True
+            if j == len(draft) or token != draft[j]:
+                if j < len(draft):  # the rest of the draft is wrong: forget its KV state
+                    eng._drop_kv(n_kv - len(draft) + j)
+                return False
+            self.accepted += 1
+        return False
+
+    def _emit(self, token: int) -> bool:
+        if self._is_end(token):
+            self.stopped = "stop"
+            return True
+        self.out.append(token)
+        self.bytes += self.engine._llm.detokenize([token])
+        tail = bytes(self.bytes[-200:])
+        if any(s.encode() in tail for s in STOP_TEXT):
+            self.stopped = "stop"
+            return True
+        if _repeating(tail.decode("utf-8", "ignore")):
+            self.stopped = "repetition"
+            return True
+        if len(self.out) >= self.max_tokens:
+            self.stopped = "length"
+            return True
+        return False
+
+    def draft(self, n_draft: int) -> list[int]:
+        if n_draft <= 0:
+            return []
+        eng = self.engine
+        room = min(
+            self.max_tokens - len(self.out) - 1, eng.n_ctx - len(eng._kv) - 2, eng.settings.n_batch - 1
+        )
+        found = _lookup(self.prompt + self.out, min(n_draft, room)) if room > 0 else []
+        self.drafted += len(found)
+        return found
+
+    def text(self) -> str:
+        result = bytes(self.bytes).decode("utf-8", "replace")
+        for s in STOP_TEXT:
+            result = result.split(s, 1)[0]
+        return result.strip()
+
+
+class _Cancelled(Exception):
+    """Raised inside the inference thread when the job was cancelled during prefill."""
+
+
+def _rate(n: float, seconds: float) -> float:
+    return n / seconds if seconds else 0.0
+
+
+def _lookup(history: list[int], n_draft: int, max_ngram: int = 3) -> list[int]:
+    """Prompt-lookup drafting: find the latest earlier occurrence of the last n-gram (longest
+    first) and propose the tokens that followed it."""
+    n = len(history)
+    for size in range(min(max_ngram, n - 1), 0, -1):
+        tail = history[n - size :]
+        for start in range(n - size - 1, -1, -1):
+            if history[start : start + size] == tail:
+                follow = history[start + size : start + size + n_draft]
+                if follow:
+                    return follow
+    return []
 
 
 def _repeating(tail: str) -> bool:

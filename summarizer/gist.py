@@ -3,13 +3,16 @@
 A 135M model invents names and numbers and falls into loops. Every gist is checked: it may only
 name identifiers, paths and numbers that occur in its source, and may not carry instructions or
 chat-template markers. A gist that fails the check is dropped (the caller falls back to
-deterministic text).
+deterministic text). The model never sees instruction-like lines of the region (they are withheld,
+see summarizer.safety), and the region's text is tokenized with special tokens disabled.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from summarizer.safety import instruction_like, redact
 
 # The fixed instruction prefix comes first and never changes, so llama.cpp keeps its KV state
 # across jobs (only the data and the suffix are evaluated anew).
@@ -30,32 +33,30 @@ _TOKEN_RE = re.compile(
     r"|(?<![\w.])(\d[\d,]*(?:\.\d+)?)(?![\w])"  # numbers
     r"|\b([a-z]+_[a-z0-9_]+|[A-Z][a-z0-9]+[A-Z]\w*)\b"  # snake_case and CamelCase identifiers
 )
-_INSTRUCTION_RE = re.compile(
-    r"<\|im_(?:start|end)\|>|ignore (?:all |any )?(?:previous|prior|above)"
-    r"|disregard (?:all |the )?(?:previous|above)"
-    r"|^\s*(?:system|assistant|user)\s*:|</?(?:tool|system|function)[\w_-]*>|you must now|new instructions",
-    re.IGNORECASE | re.MULTILINE,
-)
+
+# Reasons a gist is rejected; "source" is the hallucination check (names something not in the source).
+SOURCE, INSTRUCTION, EMPTY, REPETITION = "source", "instruction", "empty", "repetition"
 
 
 @dataclass(frozen=True)
 class GistCheck:
     ok: bool
     reason: str = ""
+    kind: str = ""  # SOURCE | INSTRUCTION | EMPTY | REPETITION when rejected
 
 
 def check_gist(gist: str, source: str) -> GistCheck:
     """Accept a gist only if everything specific it names is in the source and it commands nothing."""
     if len(gist.strip()) < 12:
-        return GistCheck(False, "empty")
-    if _INSTRUCTION_RE.search(gist):
-        return GistCheck(False, "instruction-like text")
+        return GistCheck(False, "empty", EMPTY)
+    if instruction_like(gist):
+        return GistCheck(False, "instruction-like text", INSTRUCTION)
     low = source.lower()
     for m in _TOKEN_RE.finditer(gist):
         tok = next(g for g in m.groups() if g)
         tok = tok.rstrip(".,")
         if tok and tok.lower() not in low and tok.replace(",", "") not in source:
-            return GistCheck(False, f"names {tok!r}, which the source does not contain")
+            return GistCheck(False, f"names {tok!r}, which the source does not contain", SOURCE)
     return GistCheck(True)
 
 
@@ -71,3 +72,8 @@ def render_gist(raw: str) -> str:
 def quote(data: str) -> str:
     """Neutralize the excerpt's own delimiters so it cannot close the quote early."""
     return data.replace("</excerpt>", "</ excerpt>").replace("<excerpt>", "< excerpt>")
+
+
+def model_input(kind: str, text: str) -> str:
+    """One section as the model sees it: instruction-like lines withheld, labelled by kind."""
+    return f"[{kind}] {redact(text).strip()}"

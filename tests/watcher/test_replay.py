@@ -1,0 +1,148 @@
+"""The evaluation harness end to end: `compactd replay` starts a real daemon with the real model,
+plays a real trajectory under every policy over real ZeroMQ, plants canaries, and draws the plot."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from watcher.replay import POLICIES, ReplayError, parse_policies
+
+REPO = Path(__file__).resolve().parents[2]
+CANARIES = REPO / "bench" / "canaries.txt"
+KEYS = {
+    "turns",
+    "budget_tokens",
+    "reserve_ratio",
+    "peak_utilization",
+    "turns_over_high_watermark",
+    "overflow_turns",
+    "stall_ms_total",
+    "stall_ms_p99",
+    "compactions",
+    "tokens_saved",
+    "compression_ratio",
+    "cache_invalidated_tokens",
+    "cache_bust_events",
+    "canary_in_context",
+    "canary_recall",
+    "digest_of_digest",
+    "digest_larger_than_input",
+    "regret",
+    "summarizer_prefill_tps",
+    "summarizer_decode_tps",
+}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def replay(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "watcher", "replay", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory, trajectories: Path, model_path: str) -> dict[str, Any]:
+    """One fast replay of the shortest trajectory (13 turns) under all four policies."""
+    out = tmp_path_factory.mktemp("replay")
+    proc = replay(
+        str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),
+        "--budget=16000",
+        "--reserve=0.15",
+        "--turn-interval=0",
+        "--stall-timeout=60",
+        f"--policy={','.join(POLICIES)}",
+        f"--canaries={CANARIES}",
+        "--seed=3",
+        f"--json={out / 'r.json'}",
+        f"--plot={out / 'r.png'}",
+        "--no-progress",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data: dict[str, Any] = json.loads((out / "r.json").read_text(encoding="utf-8"))
+    data["_png"] = (out / "r.png").read_bytes()
+    data["_stdout"] = proc.stdout
+    return data
+
+
+def test_every_policy_reports_every_key(result: dict[str, Any]) -> None:
+    assert set(result["policies"]) == set(POLICIES)
+    for policy, r in result["policies"].items():
+        (name,) = r["trajectories"]
+        assert name == "pydicom__pydicom-1458"
+        for where in (r["aggregate"], r["trajectories"][name]):
+            missing = KEYS - set(where)
+            assert not missing, f"{policy}: missing {missing}"
+            assert where["turns"] == 13 and where["budget_tokens"] == 16000
+            assert set(where["canary_in_context"]) == {"user", "tool", "assistant"}
+        series = result["series"][policy][name]
+        assert len(series["usage"]) == len(series["stalls_ms"]) == 13
+        assert series["high_watermark"] == 13600
+    assert set(json.loads(result["_stdout"])) == set(POLICIES), "stdout: the aggregates per policy"
+
+
+def test_policies_behave_as_designed(result: dict[str, Any]) -> None:
+    agg = {p: r["aggregate"] for p, r in result["policies"].items()}
+    for policy, a in agg.items():
+        assert a["digest_of_digest"] == 0, policy
+        assert a["digest_larger_than_input"] == 0, policy
+        if a["canary_recall"] is not None:
+            assert a["canary_recall"] == 1.0, f"{policy}: the archive lost a canary"
+    for policy in ("optimistic", "recency", "reactive"):
+        assert agg[policy]["compactions"] >= 1, policy
+        assert agg[policy]["tokens_saved"] > 0 and agg[policy]["compression_ratio"] > 1, policy
+    # reactive acts only when a call would not fit: every compaction is waited for
+    reactive = result["series"]["reactive"]["pydicom__pydicom-1458"]
+    assert agg["reactive"]["stall_ms_total"] > 0
+    for call, _ in reactive["compactions"]:
+        assert reactive["stalls_ms"][call] > 0, "a reactive compaction the agent did not wait for"
+    # the planners always make room in the end (stalls are waits, not overflows)
+    assert agg["optimistic"]["overflow_turns"] == agg["reactive"]["overflow_turns"] == 0
+    # the summarizer's speed comes from the daemon's STATUS
+    assert any((a["summarizer_prefill_tps"] or 0) > 0 for a in agg.values())
+
+
+def test_plot_is_a_png(result: dict[str, Any]) -> None:
+    png: bytes = result["_png"]
+    assert png.startswith(PNG_MAGIC) and len(png) > 10_000
+
+
+def test_bad_arguments_fail_before_starting_a_daemon(tmp_path: Path, trajectories: Path) -> None:
+    traj = str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj")
+    bad = replay(traj, "--policy=optimistic,lazy", timeout=60)
+    assert bad.returncode == 1 and "unknown policy lazy" in bad.stderr
+    missing = replay(traj, f"--canaries={tmp_path / 'none.txt'}", timeout=60)
+    assert missing.returncode == 1 and "none.txt: cannot read" in missing.stderr
+
+
+def test_parse_policies() -> None:
+    assert parse_policies(" reactive , masking ") == ("reactive", "masking")
+    with pytest.raises(ReplayError, match="listed twice"):
+        parse_policies("masking,masking")
+    with pytest.raises(ReplayError, match="unknown policy"):
+        parse_policies(",")
+
+
+async def test_plot_from_saved_json(result: dict[str, Any], tmp_path: Path) -> None:
+    saved = tmp_path / "r.json"
+    saved.write_text(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}), encoding="utf-8")
+    proc = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "watcher.plot", str(saved), str(tmp_path / "again.png")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "again.png").read_bytes().startswith(PNG_MAGIC)

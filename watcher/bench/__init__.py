@@ -1,0 +1,1 @@
+"""Benchmarks behind `compactd bench NAME` (each prints JSON; see docs/BENCHMARKS.md)."""

@@ -1,0 +1,90 @@
+"""Identifiers and terms of a section's text: what the planner scores and what regret measures.
+
+*Identifiers* are the names an agent refers back to: file names (``basic.py``; a path counts by its
+base name, so ``/testbed/sympy/core/basic.py`` and ``core/basic.py`` match), code names in
+snake_case, dunder or CamelCase/mixedCase form (``_sympify``, ``__eq__``, ``SympifyError``,
+``getValue``), which also covers exception names in error strings. Plain words are not
+identifiers. *Terms* are all lower-cased words of three or more characters: the vocabulary of the
+BM25 relevance variant.
+
+Work is bounded: texts longer than ``WINDOW_HEAD + WINDOW_TAIL`` characters are read only in their
+head and tail (a 2 MB log costs about as much as a 256 kB one).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+WINDOW_HEAD: Final = 192_000
+WINDOW_TAIL: Final = 64_000
+MAX_IDENTIFIER_CHARS: Final = 80
+
+_EXTENSIONS = (
+    "py|pyi|pyx|js|mjs|ts|tsx|jsx|java|kt|c|h|cc|cpp|hpp|go|rs|rb|php|cs|swift|scala|pony|md|rst|txt|json|"
+    "jsonl|yaml|yml|toml|cfg|ini|sh|html|css|sql|xml|lock|conf|log|csv|ipynb|gradle|mk"
+)
+_FILE = re.compile(rf"[\w\-]{{1,100}}\.(?:{_EXTENSIONS})(?![\w])")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,79}")
+_CAMEL = re.compile(r"[A-Z]?[a-z0-9]+[A-Z]|[A-Z]{2,}[a-z]")  # a hump after a lower-case run
+_TERM = re.compile(r"[a-z0-9_]{3,40}")
+
+# Names every Python-ish text mentions; matching on them says nothing about a specific section.
+GENERIC: Final = frozenset(
+    {
+        "__init__",
+        "__name__",
+        "__main__",
+        "__file__",
+        "__class__",
+        "__dict__",
+        "__doc__",
+        "__init__.py",
+        "__main__.py",
+        "setup.py",
+        "returncode",
+        "NoneType",
+    }
+)
+
+_STOP_TERMS: Final = frozenset(
+    "the and for that this with from are was were not but have has had you your can will would "
+    "should could into out then than there their them they what when where which who how all any "
+    "one two its it's let now see use used using also just like need get got make run output "
+    "returncode thought bash file line lines def self return true false none".split()
+)
+
+
+def window(text: str) -> str:
+    if len(text) <= WINDOW_HEAD + WINDOW_TAIL:
+        return text
+    return text[:WINDOW_HEAD] + "\n" + text[-WINDOW_TAIL:]
+
+
+def _is_code_name(word: str) -> bool:
+    inner = word.strip("_")
+    if not inner or not any(c.isalpha() for c in inner):
+        return False
+    if word.startswith("__") and word.endswith("__"):
+        return True  # dunder
+    if "_" in word:
+        return True  # snake_case or _private
+    return _CAMEL.search(word) is not None  # CamelCase / mixedCase
+
+
+def identifiers(text: str) -> frozenset[str]:
+    """The identifiers of ``text`` (see the module docstring), generic ones left out."""
+    text = window(text)
+    out: set[str] = set()
+    for m in _FILE.finditer(text):
+        out.add(m[0])
+    for m in _WORD.finditer(text):
+        w = m[0]
+        if _is_code_name(w):
+            out.add(w)
+    return frozenset(out - GENERIC)
+
+
+def terms(text: str) -> list[str]:
+    """Lower-cased words of 3-40 characters (stop words left out), in order, for BM25."""
+    return [t for t in _TERM.findall(window(text).lower()) if t not in _STOP_TERMS]
