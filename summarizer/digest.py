@@ -93,7 +93,8 @@ class Summarizer:
     ) -> None:
         self.engine = engine
         self.settings = settings or (engine.settings if engine else None)
-        self._count = count
+        self._own_count = count is None  # count with the engine's tokenizer (follows reloads)
+        self.count: Callable[[str], int] = count or (engine.count_tokens if engine else approx_tokens)
         self.degraded_reason = degraded_reason or ("" if engine else "no model")
         self.gists_accepted = 0
         self.gists_rejected = 0
@@ -106,11 +107,6 @@ class Summarizer:
     @property
     def degraded(self) -> bool:
         return bool(self.degraded_reason)
-
-    def count(self, text: str) -> int:
-        if self._count is not None:
-            return self._count(text)
-        return self.engine.count_tokens(text) if self.engine else approx_tokens(text)
 
     # --- model health --------------------------------------------------------------------------------
     async def warm(self) -> None:
@@ -139,9 +135,12 @@ class Summarizer:
             if self.engine is None:
                 self.degraded_reason = str(exc)
             raise
+        if self._own_count and self.engine is not None:
+            self.count = self.engine.count_tokens
         self.degraded_reason = ""
         self.consecutive_failures = 0
         self._retry_at = 0.0
+        self._primed = False
         await self.warm()
 
     def _model_usable(self) -> bool:

@@ -59,6 +59,8 @@ class EngineSettings:
     n_ubatch: int = 0  # 0 = n_batch
     prompt_lookup: int = 0  # draft tokens per step for prompt-lookup decoding; 0 = off
     flash_attn: bool = False
+    weights: str = ""  # "" = the file as shipped; else re-encode once (summarizer.weights.FORMATS)
+    cache_dir: str = ""  # where re-encoded weights are cached ("" = the user's cache directory)
 
 
 @dataclass(frozen=True)
@@ -115,14 +117,19 @@ def check_model_file(path: str) -> None:
         raise ModelError(f"model file is not a GGUF file (bad magic {magic!r}): {path}")
 
 
-def _load(settings: EngineSettings, n_threads: int) -> Any:
+def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str]:
     check_model_file(settings.path)
     from llama_cpp import Llama  # heavy import, only where the model is used
 
     silence_llama_logs()
+    path = settings.path
+    if settings.weights:
+        from summarizer.weights import convert
+
+        path = convert(path, settings.weights, settings.cache_dir or None, n_threads)
     try:
-        return Llama(
-            model_path=settings.path,
+        llm = Llama(
+            model_path=path,
             n_ctx=settings.n_ctx,
             n_threads=n_threads,
             n_threads_batch=n_threads,
@@ -133,6 +140,7 @@ def _load(settings: EngineSettings, n_threads: int) -> Any:
         )
     except Exception as exc:  # llama-cpp raises ValueError/RuntimeError on a corrupt file
         raise ModelError(f"model file could not be loaded: {settings.path}: {exc}") from exc
+    return llm, path
 
 
 class LlamaEngine:
@@ -141,7 +149,8 @@ class LlamaEngine:
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
         self.n_threads = settings.n_threads or default_threads()
-        self._llm: Any = _load(settings, self.n_threads)
+        self._llm: Any
+        self._llm, self.loaded_path = _load(settings, self.n_threads)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._lock = threading.Lock()
         self._closed = False
@@ -215,20 +224,23 @@ class LlamaEngine:
         suffix: str,
         max_tokens: int | None = None,
         timeout_s: float | None = None,
+        prompt_lookup: int | None = None,
     ) -> Generation:
         """Run one completion on the inference thread; the caller's loop stays free.
 
         Raises GenerationTimeout past the deadline (counted from the call, so time spent queued
         behind other jobs counts), ModelError if the engine is closed, ValueError if the prompt does
         not fit the context. Cancelling the awaiting task stops the job at its next token.
+        ``prompt_lookup`` overrides the engine's setting for this job (draft tokens per step).
         """
         if self._closed:
             raise ModelError("engine is closed")
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.settings.timeout_s)
         cancel = threading.Event()
         limit = max_tokens or self.settings.max_tokens
+        lookup = self.settings.prompt_lookup if prompt_lookup is None else prompt_lookup
         try:
-            return await self._run(self._generate_sync, prefix, data, suffix, limit, deadline, cancel)
+            return await self._run(self._generate_sync, prefix, data, suffix, limit, deadline, cancel, lookup)
         except asyncio.CancelledError:
             cancel.set()  # checked between tokens
             raise
@@ -257,8 +269,8 @@ class LlamaEngine:
     def reload_sync(self, path: str | None = None) -> None:
         settings = replace(self.settings, path=path or self.settings.path)
         with self._lock:
-            new = _load(settings, self.n_threads)  # raises ModelError; the old model is untouched
-            old, self._llm = self._llm, new
+            new, loaded = _load(settings, self.n_threads)  # raises ModelError; the old model stays
+            old, self._llm, self.loaded_path = self._llm, new, loaded
             self.settings = settings
             self._kv = []
             self._kv_prefix = 0
@@ -341,11 +353,18 @@ class LlamaEngine:
         return int(np.argmax(logits))
 
     def _generate_sync(
-        self, prefix: str, data: str, suffix: str, max_tokens: int, deadline: float, cancel: threading.Event
+        self,
+        prefix: str,
+        data: str,
+        suffix: str,
+        max_tokens: int,
+        deadline: float,
+        cancel: threading.Event,
+        lookup: int,
     ) -> Generation:
         with self._lock:
             try:
-                return self._generate_locked(prefix, data, suffix, max_tokens, deadline, cancel)
+                return self._generate_locked(prefix, data, suffix, max_tokens, deadline, cancel, lookup)
             except _Cancelled:
                 self.cancelled += 1
                 return Generation("", 0, 0, 0, 0, 0.0, 0.0, "cancelled")
@@ -356,7 +375,14 @@ class LlamaEngine:
                 raise
 
     def _generate_locked(
-        self, prefix: str, data: str, suffix: str, max_tokens: int, deadline: float, cancel: threading.Event
+        self,
+        prefix: str,
+        data: str,
+        suffix: str,
+        max_tokens: int,
+        deadline: float,
+        cancel: threading.Event,
+        lookup: int,
     ) -> Generation:
         tokens, n_prefix = self.prompt_tokens(prefix, data, suffix)
         room = self.n_ctx - len(tokens) - 1
@@ -379,7 +405,7 @@ class LlamaEngine:
             if time.monotonic() > deadline:
                 self.timeouts += 1
                 raise GenerationTimeout(f"generation exceeded its deadline after {len(decoder.out)} tokens")
-            draft = decoder.draft(self.settings.prompt_lookup)
+            draft = decoder.draft(lookup)
             self._decode([decoder.out[-1], *draft], logits_all=bool(draft))
         end = time.perf_counter()
         gen = Generation(

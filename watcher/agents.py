@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from ipc.context import Context
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from watcher.lookahead import Lookahead
 from watcher.planner import Watermarks
+from watcher.scoring import Scorer
 
 
 @dataclass
@@ -56,6 +58,9 @@ class AgentState:
     tokens_saved: int = 0
     nacks: int = 0
     invalidated_tokens: int = 0
+    scorer: Scorer = field(default_factory=Scorer)  # cached section features (watcher.scoring)
+    lookahead: Lookahead = field(default_factory=Lookahead)  # growth and job-time estimates
+    job_submitted: float = 0.0  # when the running compaction job was planned (monotonic)
 
     @property
     def usage(self) -> float:

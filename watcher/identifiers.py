@@ -47,12 +47,13 @@ GENERIC: Final = frozenset(
     }
 )
 
-_STOP_TERMS: Final = frozenset(
+_STOP_TEXT: Final = (
     "the and for that this with from are was were not but have has had you your can will would "
     "should could into out then than there their them they what when where which who how all any "
     "one two its it's let now see use used using also just like need get got make run output "
-    "returncode thought bash file line lines def self return true false none".split()
+    "returncode thought bash file line lines def self return true false none"
 )
+_STOP_TERMS: Final = frozenset(_STOP_TEXT.split())
 
 
 def window(text: str) -> str:

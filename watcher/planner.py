@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from ipc.sections import Section
-from watcher.scoring import Scorer, Valuation
+from watcher.scoring import Scorer
 
 MIN_REGION_TOKENS = 200  # below this a digest (header + facts) saves too little to be worth a cache miss
 STRATEGIES: Final = ("optimistic", "recency")
@@ -77,6 +77,8 @@ def is_fixed_anchor(sec: Section) -> bool:
     """Anchored whatever its position: system, user instructions, critical, pinned, digests."""
     if sec.kind in ("system", "digest") or sec.pinned or sec.priority == "critical":
         return True
+    if "archive" in sec.meta:  # folded in place before (a masked or digested output): keep verbatim
+        return True
     return sec.kind == "user" and sec.priority == "high"
 
 
@@ -110,9 +112,7 @@ def fresh_start(sections: Sequence[Section], turns: int) -> int:
 
 def anchor_mask(sections: Sequence[Section], fresh_turns: int, oversize: int) -> list[bool]:
     start = fresh_start(sections, fresh_turns)
-    return [
-        is_fixed_anchor(s) or (i >= start and s.tokens <= oversize) for i, s in enumerate(sections)
-    ]
+    return [is_fixed_anchor(s) or (i >= start and s.tokens <= oversize) for i, s in enumerate(sections)]
 
 
 def oversize_limit(marks: Watermarks) -> int:
@@ -122,10 +122,16 @@ def oversize_limit(marks: Watermarks) -> int:
 # --- planning -------------------------------------------------------------------------------------
 
 
+def trigger_tokens(marks: Watermarks, growth: int = 0) -> int:
+    """Plan once the context holds more than this many tokens: the high watermark, less the
+    growth expected before a digest started now is ready (look-ahead). ``growth`` is capped at half
+    the gap between the watermarks, so an early plan still has at least that much to remove."""
+    return marks.high - 1 - min(max(growth, 0), (marks.high - marks.low) // 2)
+
+
 def should_plan(tokens: int, marks: Watermarks, growth: int = 0) -> bool:
-    """O(1): is (projected) usage at the high watermark? ``growth`` is capped at half the gap
-    between the watermarks, so an early plan still has at least that much to remove."""
-    return tokens + min(max(growth, 0), (marks.high - marks.low) // 2) >= marks.high
+    """O(1): is (projected) usage at the high watermark?"""
+    return tokens > trigger_tokens(marks, growth)
 
 
 def plan(
@@ -142,6 +148,8 @@ def plan(
 
     ``fresh`` is the number of fresh turns kept; ``growth`` the tokens expected to arrive before a
     digest started now would be ready (look-ahead; 0 = plan at the high watermark only).
+    ``optimistic`` takes the region that loses the least value plus cache cost; ``recency`` the
+    oldest region (score = recency only: the age order decides).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"planner strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -154,22 +162,49 @@ def plan(
     anchors = anchor_mask(sections, fresh, oversize_limit(marks))
     if all(anchors):
         return None
-    valuation = (scorer or Scorer()).valuation(sections, strategy)
-    return _choose(sections, anchors, valuation, marks, total, need, cache_weight, strategy)
+    windows = _windows(sections, anchors, marks, need)
+    if not windows:
+        return None
+    tok = windows.prefix
+    v = None if strategy == "recency" else (scorer or Scorer()).valuation(sections)
+    if not windows.meeting:
+        i, j = max(windows.short, key=lambda w: (tok[w[1]] - tok[w[0]], -w[0]))
+    elif v is None:
+        i, j = min(windows.meeting)
+    else:
+        val = v
+
+        def cost(w: tuple[int, int]) -> tuple[float, int]:
+            return (val.region(*w) + cache_weight * (total - tok[w[0]]) / marks.budget, -w[0])
+
+        i, j = min(windows.meeting, key=cost)
+    tokens = tok[j] - tok[i]
+    return Plan(
+        ids=tuple(s.id for s in sections[i:j]),
+        tokens=tokens,
+        target_tokens=digest_target(tokens, marks.budget),
+        invalidated_prefix_tokens=total - tok[i],
+        need=need,
+        value=round(v.region(i, j), 6) if v is not None else 0.0,
+        strategy=strategy,
+    )
 
 
-def _choose(
-    sections: Sequence[Section],
-    anchors: Sequence[bool],
-    valuation: Valuation,
-    marks: Watermarks,
-    total: int,
-    need: int,
-    cache_weight: float,
-    strategy: str,
-) -> Plan | None:
-    n = len(sections)
-    tok = [0] * (n + 1)
+@dataclass
+class _Windows:
+    prefix: list[int]  # prefix[i] = tokens of sections[:i]
+    meeting: list[tuple[int, int]]  # for each start, the shortest [i, j) that meets the need
+    short: list[tuple[int, int]]  # starts where even the rest of the run falls short: [i, run end)
+
+    def __bool__(self) -> bool:
+        return bool(self.meeting or self.short)
+
+
+def _windows(sections: Sequence[Section], anchors: Sequence[bool], marks: Watermarks, need: int) -> _Windows:
+    """Candidate regions: per possible start (a group boundary inside a run of non-anchors), the
+    shortest region that saves ``need``, or the whole rest of the run if none does. Regions under
+    MIN_REGION_TOKENS are left out. Two pointers: O(sections)."""
+    tok = [0] * (len(sections) + 1)
     for i, s in enumerate(sections):
         tok[i + 1] = tok[i] + s.tokens
 
@@ -177,11 +212,7 @@ def _choose(
         t = tok[j] - tok[i]
         return t - digest_target(t, marks.budget)
 
-    def cost(i: int, j: int) -> float:
-        return valuation.region(i, j) + cache_weight * (total - tok[i]) / marks.budget
-
-    best: tuple[float, int, int] | None = None  # (cost, -start, end) of a region meeting need
-    fallback: tuple[int, float, int, int] | None = None  # (-saved, cost, start, end)
+    out = _Windows(tok, [], [])
     for a, b in _runs(anchors):
         cuts = [k for k in range(a, b + 1) if k in (a, b) or not _same_group(sections, k - 1, k)]
         j_idx = 1
@@ -192,30 +223,8 @@ def _choose(
             j = cuts[j_idx]
             if tok[j] - tok[i] < MIN_REGION_TOKENS:
                 continue
-            if saved(i, j) >= need:
-                key = (cost(i, j), -i, j)
-                if best is None or key < best:
-                    best = key
-            else:
-                fb = (-saved(i, j), cost(i, j), i, j)
-                if fallback is None or fb < fallback:
-                    fallback = fb
-    if best is not None:
-        i, j = -best[1], best[2]
-    elif fallback is not None:
-        i, j = fallback[2], fallback[3]
-    else:
-        return None
-    tokens = tok[j] - tok[i]
-    return Plan(
-        ids=tuple(s.id for s in sections[i:j]),
-        tokens=tokens,
-        target_tokens=digest_target(tokens, marks.budget),
-        invalidated_prefix_tokens=total - tok[i],
-        need=need,
-        value=round(valuation.region(i, j), 6),
-        strategy=strategy,
-    )
+            (out.meeting if saved(i, j) >= need else out.short).append((i, j))
+    return out
 
 
 def _same_group(sections: Sequence[Section], i: int, j: int) -> bool:

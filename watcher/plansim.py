@@ -14,7 +14,7 @@ from typing import Any
 from ipc.sections import Section
 from watcher.planner import Watermarks, plan
 from watcher.regret import Regret, regret
-from watcher.scoring import Scorer, ScoreParams
+from watcher.scoring import ScoreParams, Scorer
 from watcher.trajectories import Trajectory
 
 

@@ -39,7 +39,8 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
         raise PlotError("the replay result has no per-turn series to plot")
     settings = result.get("settings", {})
     budget = int(settings.get("budget") or 0)
-    policies = list(series)
+    order = ["reactive", "masking", "recency", "optimistic"]  # the product is drawn last, on top
+    policies = sorted(series, key=lambda p: order.index(p) if p in order else -1)
     names: list[str] = []
     for per in series.values():
         names += [n for n in per if n not in names]
@@ -53,7 +54,7 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
         _panel(ax, name, {p: series[p][name] for p in policies if name in series[p]}, budget)
     for k in range(len(names), rows * cols):
         axes[k // cols][k % cols].axis("off")
-    handles = [Line2D([], [], color=COLORS.get(p, "black"), lw=1.6, label=p) for p in policies]
+    handles = [Line2D([], [], color=COLORS.get(p, "black"), lw=1.6, label=p) for p in reversed(policies)]
     handles += [
         Line2D([], [], color="grey", ls="--", lw=1, label="high watermark"),
         Line2D([], [], color="grey", ls=":", lw=1, label="low watermark"),

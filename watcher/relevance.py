@@ -1,31 +1,32 @@
-"""Relevance to the agent's current focus: what it is likely to need again.
+"""Relevance to the agent's current focus: how likely it is to need an identifier again.
 
 The focus is the current goal (the latest user instruction, every critical user section such as
-the task, every pinned non-system section) plus what the agent itself has been working on. Three
-methods were measured by regret (docs/BENCHMARKS.md, "Planner and regret"); ``mentions`` won:
+the task, every pinned non-system section) plus what the agent itself has been working on. The
+methods were compared by regret (docs/BENCHMARKS.md, "Planner and regret"); ``mentions`` won:
 
-* ``mentions`` (default), per identifier: the chance that the agent refers to identifier ``x``
-  again. An identifier the agent wrote itself ``age`` turns ago gets
-  ``floor + amplitude * 2 ** (-age / half_life)``; one only in the goal gets ``p_goal``; any other
-  (seen only in tool output) ``p_cold``. The defaults are round numbers close to the rates
-  measured on the recorded trajectories (0.82 at age 0, 0.55 at 3-5 turns, 0.26 after 20 turns;
-  goal-only 0.07, tool-output-only 0.03). Sections are then valued by what of this they would
-  take with them (watcher.scoring).
+* ``mentions`` (default), per identifier ``x``: the chance that the agent refers to ``x`` again.
+  If the agent itself wrote ``x`` ``age`` turns ago: ``floor + amplitude * 2 ** (-age / half_life)``;
+  if only the goal names it: ``p_goal``; otherwise (seen only in tool output)
+  ``p_cold * min(n, cold_cap)`` for ``n`` sections holding it now or folded before. The defaults
+  are round numbers close to the rates measured on the recorded trajectories: 0.82 at age 0, 0.55
+  at 3-5 turns, 0.26 after 20 turns; 0.07 for goal-only; 0.02 per holder up to 0.09 for
+  tool-output-only identifiers.
 * ``bm25``, per section: Okapi BM25 of the section's words against the focus's words (document
-  frequencies from the current context), divided by the best section's score.
+  frequencies from the current context), divided by the best section's score; every identifier
+  then counts as ordinary (``p_cold``).
 * ``overlap``, per section: ``1 - exp(-n / 2)`` for the ``n`` identifiers the section shares with
-  the focus.
-* ``none``: all sections equally relevant (ablation).
+  the focus; identifiers as for ``bm25``.
+* ``none``: every section equally relevant (ablation).
 
-Everything here is computed from cached per-section features in one pass over the context, so it
-follows the context incrementally: the last mention of each identifier moves as turns arrive.
+Everything is computed from cached per-section features in one pass over the context: it follows
+the context as turns arrive (the last mention of each identifier moves forward).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -44,11 +45,12 @@ class MentionModel:
     amplitude: float = 0.55
     half_life_turns: float = 6.0
     p_goal: float = 0.07
-    p_cold: float = 0.03
+    p_cold: float = 0.02
+    cold_cap: int = 4
 
 
 def goal_indices(sections: Sequence[Section]) -> list[int]:
-    """The current goal: critical user sections, pinned non-system sections, the latest user
+    """The current goal: critical user sections, pinned non-system sections, and the latest user
     instruction (a user section of priority critical or high)."""
     out: list[int] = []
     latest = -1
@@ -64,10 +66,47 @@ def goal_indices(sections: Sequence[Section]) -> list[int]:
     return out
 
 
-def mention_probabilities(
-    sections: Sequence[Section], feats: Sequence[Features], ages: Sequence[int], model: MentionModel
-) -> dict[str, float]:
-    """p(the agent refers to x again) for every identifier above ``p_cold`` (the hot ones)."""
+class Mentions:
+    """p(x) for the ``mentions`` method (and the ordinary-identifier rate for the others)."""
+
+    def __init__(
+        self,
+        model: MentionModel,
+        holders: Mapping[str, int],
+        folded: Mapping[str, int],
+        youngest: Mapping[str, int] | None = None,
+        goal: frozenset[str] = frozenset(),
+    ) -> None:
+        self.model = model
+        self.holders = holders
+        self.folded = folded
+        self.youngest = youngest or {}
+        self.goal = goal
+        self._cache: dict[str, float] = {}
+
+    def __call__(self, x: str) -> float:
+        p = self._cache.get(x)
+        if p is None:
+            m = self.model
+            age = self.youngest.get(x)
+            if age is not None:
+                p = m.floor + m.amplitude * 0.5 ** (age / m.half_life_turns)
+            elif x in self.goal:
+                p = m.p_goal
+            else:
+                p = m.p_cold * min(self.holders.get(x, 0) + self.folded.get(x, 0), m.cold_cap)
+            self._cache[x] = p
+        return p
+
+
+def mentions(
+    sections: Sequence[Section],
+    feats: Sequence[Features],
+    ages: Sequence[int],
+    model: MentionModel,
+    holders: Mapping[str, int],
+    folded: Mapping[str, int],
+) -> Mentions:
     youngest: dict[str, int] = {}
     for i, s in enumerate(sections):
         if s.kind in STEP_KINDS:
@@ -75,13 +114,10 @@ def mention_probabilities(
             for x in feats[i].idents:
                 if age < youngest.get(x, 1 << 30):
                     youngest[x] = age
-    p: dict[str, float] = {}
+    goal: set[str] = set()
     for i in goal_indices(sections):
-        for x in feats[i].idents:
-            p[x] = model.p_goal
-    for x, age in youngest.items():
-        p[x] = max(p.get(x, 0.0), model.floor + model.amplitude * 0.5 ** (age / model.half_life_turns))
-    return {x: v for x, v in p.items() if v > model.p_cold}
+        goal |= feats[i].idents
+    return Mentions(model, holders, folded, youngest, frozenset(goal))
 
 
 @dataclass(frozen=True)

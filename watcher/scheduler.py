@@ -11,6 +11,11 @@ replaces its job (latest wins; the queue never holds more entries than there are
 worker takes the agent at the head, runs its job to the end, and the agent's next job goes to the
 back of the ring, so one chatty agent cannot take turns from the others. Jobs plan when they
 start, on the mirror as it is then.
+
+Overload: a gist costs the model seconds, a deterministic digest milliseconds. While more than
+:data:`MODEL_MAX_WAITING` agents wait for their turn, jobs digest without the model (``pick``), so
+the queue drains in milliseconds per agent and headroom is restored for everyone, instead of each
+agent waiting a whole round of gists; the model is used again as soon as the queue is short.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from summarizer.digest import Summarizer
 from watcher import logs
 
 log = logs.get("compactd.scheduler")
 
 Job = Callable[[], Awaitable[None]]
 WAIT_SAMPLES = 4096  # recent queue waits kept for the percentiles in stats()
+MODEL_MAX_WAITING = 2  # more agents waiting than this: digests skip the model until the queue drains
 
 
 class FairScheduler:
@@ -44,6 +51,7 @@ class FairScheduler:
         self.coalesced = 0  # submits that replaced a waiting job of the same agent
         self.served = 0
         self.failed = 0
+        self.model_skipped = 0  # jobs that went deterministic because the queue was long
         self.max_depth = 0
         self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
         self.max_wait_s = 0.0
@@ -65,6 +73,14 @@ class FairScheduler:
         self._wake.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._work(), name="compaction-scheduler")
+
+    def pick(self, summarizer: Summarizer) -> Summarizer:
+        """The summarizer for the job starting now: ``summarizer`` while the queue is short, else the
+        same without its model (deterministic digests, same token counting)."""
+        if summarizer.engine is None or self.depth <= MODEL_MAX_WAITING:
+            return summarizer
+        self.model_skipped += 1
+        return Summarizer(None, count=summarizer.count)
 
     def discard(self, key: str) -> bool:
         """Forget an agent's waiting job (it detached); True if there was one."""
@@ -127,6 +143,7 @@ class FairScheduler:
             "coalesced": self.coalesced,
             "served": self.served,
             "failed": self.failed,
+            "model_skipped": self.model_skipped,
             "wait_ms_p50": pct(0.5),
             "wait_ms_p99": pct(0.99),
             "wait_ms_max": round(self.max_wait_s * 1000, 1),

@@ -146,6 +146,8 @@ class Run:
         }
         out |= self.engine.rates()
         out |= self.canaries.metrics() if self.canaries else _no_canaries()
+        if self.canaries:
+            out["canaries_lost"] = list(self.canaries.lost)  # compacted, and not verbatim in the context
         return out
 
     def series(self) -> dict[str, Any]:

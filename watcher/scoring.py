@@ -1,26 +1,28 @@
 """Value of sections: priority weight × relevance × recency × information density.
 
-A section's score is what folding it away would lose, in "expected regretted sections":
+The value of folding a section away is the chance that the agent will need what it would lose
+(regret, watcher.regret), times a weight:
 
-    score(s) = weight[priority] × recency × risk
+    score(s) = weight[priority] × recency × density × risk
     recency  = 2 ** (-age / half_life)          age in turns (LLM steps) since the section arrived
-    risk     = 1 - (1 - p_cold) ** n_novel × Π (1 - p(x)) over the focus identifiers x that only s holds
+    density  = max(density_floor, noise)
+    risk     = 1 - Π (1 - p(x)) over the identifiers x that would be lost
 
-*Relevance* is ``p(x)`` (watcher.relevance): the chance that the agent refers to identifier ``x``
-again, high for what it wrote about lately, lower for the goal, lowest for identifiers only seen in
-tool output. *Information density* is which identifiers would actually be lost: only those no
-other section holds count, and only the ``n_novel`` ordinary identifiers no *later* section repeats.
-So the first of two reads of a file, a test run that was re-run, near-duplicate output and noise
-(progress bars, repeated log lines: few distinct identifiers) score low; a section that alone
-names what the agent is working on scores high.
+* **relevance** is ``p(x)`` (watcher.relevance): the chance that the agent refers to identifier
+  ``x`` (a file, function, class or error name) again: high for what it wrote about lately, lower
+  for the goal, lowest for what only tool output mentioned.
+* **lost** identifiers are those no other section in the context holds: the first of two reads of
+  a file, a test run that was re-run, near-duplicate output lose nothing the context does not
+  still say, so they score low.
+* **density** is the rest of information density: noise, few distinct lines repeated many times
+  (progress bars, repeated log lines; ``noise = sqrt(distinct lines / lines)``). Text with few
+  identifiers is low-risk anyway.
 
 Regions are valued as a whole (:meth:`Valuation.region`): an identifier is lost only when every
-section holding it is in the region, so folding both copies of a file costs what folding the only
-copy costs. The value of a region never decreases when it grows.
-
-The per-section methods ``bm25``, ``overlap`` and ``none`` (measured against ``mentions``) use
-``weight × recency × (floor + (1 - floor) × relevance) × risk`` with every identifier ordinary.
-The ``recency`` strategy values a section by its recency alone: the baseline for regret.
+section holding it is in the region, and losing it also exposes the sections holding it that were
+folded before (``exposure`` × p(x) × their number: they could be done without only while it was
+still there). So the planner keeps at least one holder of what the agent is likely to need. The
+value of a region never decreases when it grows.
 
 Per-section features are computed once and cached by section id and text: a plan costs
 O(sections + identifiers), and ingesting a delta costs nothing here.
@@ -33,6 +35,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ipc.sections import Section
 from watcher.identifiers import identifiers, terms, window
@@ -41,12 +44,16 @@ from watcher.relevance import (
     STEP_KINDS,
     Focus,
     MentionModel,
+    Mentions,
     bm25_scores,
-    mention_probabilities,
+    mentions,
     overlap_scores,
 )
 
-DEFAULT_WEIGHTS: Mapping[str, float] = {"critical": 1.0, "high": 0.8, "medium": 0.5, "low": 0.25}
+if TYPE_CHECKING:
+    from watcher.config import CompactionConfig
+
+DEFAULT_WEIGHTS: Mapping[str, float] = {"critical": 2.0, "high": 1.5, "medium": 1.0, "low": 0.5}
 _DIGITS = re.compile(r"\d+")
 _MIN_LINE = 8  # shorter lines (braces, blank-ish) say nothing about redundancy
 
@@ -54,17 +61,22 @@ _MIN_LINE = 8  # shorter lines (braces, blank-ish) say nothing about redundancy
 @dataclass(frozen=True)
 class ScoreParams:
     weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
-    half_life_turns: float = 24.0
+    half_life_turns: float = 64.0
     relevance: str = "mentions"  # mentions | bm25 | overlap | none
     mentions: MentionModel = field(default_factory=MentionModel)
+    density_floor: float = 0.3
+    exposure: float = 1.0
     relevance_floor: float = 0.2  # per-section methods only
     focus_turns: int = 3  # per-section methods: the agent's last N turns are part of the focus
 
     def __post_init__(self) -> None:
         if self.relevance not in RELEVANCE_METHODS:
-            raise ValueError(f"relevance must be one of {', '.join(RELEVANCE_METHODS)}, got {self.relevance!r}")
+            known = ", ".join(RELEVANCE_METHODS)
+            raise ValueError(f"relevance must be one of {known}, got {self.relevance!r}")
         if not self.half_life_turns > 0:
             raise ValueError(f"half_life_turns must be > 0, got {self.half_life_turns}")
+        if any(w < 0 for w in self.weights.values()):
+            raise ValueError("priority weights must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +84,7 @@ class Features:
     idents: frozenset[str]
     lines: frozenset[int]  # hashes of distinct normalized lines (digits folded)
     line_count: int  # lines of at least _MIN_LINE characters
-    terms: tuple[str, ...]
+    terms: tuple[str, ...] = ()  # only computed for the bm25 method
 
     @property
     def noise(self) -> float:
@@ -82,7 +94,7 @@ class Features:
         return math.sqrt(len(self.lines) / self.line_count)
 
 
-def features(text: str) -> Features:
+def features(text: str, with_terms: bool = False) -> Features:
     hashes: set[int] = set()
     count = 0
     for raw in re.split(r"[\r\n]+", window(text)):
@@ -91,97 +103,128 @@ def features(text: str) -> Features:
             continue
         count += 1
         hashes.add(hash(_DIGITS.sub("#", line)))
-    return Features(identifiers(text), frozenset(hashes), count, tuple(terms(text)))
+    words = tuple(terms(text)) if with_terms else ()
+    return Features(identifiers(text), frozenset(hashes), count, words)
 
 
 @dataclass
 class Valuation:
     """What folding sections of one context would lose."""
 
-    base: list[float]  # weight × recency (× per-section relevance): the value of losing it all
-    keep: list[float]  # chance that none of its ordinary novel identifiers is needed again
-    hot: list[tuple[str, ...]]  # its focus identifiers
-    p: dict[str, float]  # focus identifier -> chance it is needed again
-    holders: dict[str, int]  # focus identifier -> sections holding it (digests not counted)
-
-    def _value(self, i: int, lost: set[str] | frozenset[str]) -> float:
-        keep = self.keep[i]
-        for x in self.hot[i]:
-            if x in lost:
-                keep *= 1.0 - self.p[x]
-        return self.base[i] * (1.0 - keep)
-
-    def section(self, i: int) -> float:
-        """The score of section ``i``: the value lost if it alone were folded."""
-        lost = {x for x in self.hot[i] if self.holders[x] <= 1}
-        return self._value(i, lost)
+    base: list[float]  # weight × recency × density (× per-section relevance)
+    keep: list[float]  # Π (1 - p) over identifiers only this section holds
+    shared: list[tuple[str, ...]]  # identifiers other sections hold too
+    p: dict[str, float]  # shared identifier -> chance it is needed again
+    holders: dict[str, int]  # shared identifier -> sections holding it (digests not counted)
+    exposed: list[float]  # Σ p × folded-before over identifiers only this section holds
+    folded: Mapping[str, int]  # identifier -> sections holding it folded before
+    exposure: float
 
     def region(self, i: int, j: int) -> float:
         """The value lost by folding sections ``[i, j)`` together."""
         inside: Counter[str] = Counter()
         for k in range(i, j):
-            inside.update(self.hot[k])
+            inside.update(self.shared[k])
         lost = {x for x, c in inside.items() if c >= self.holders[x]}
-        return sum(self._value(k, lost) for k in range(i, j))
+        value = 0.0
+        exposed = 0.0
+        for k in range(i, j):
+            keep = self.keep[k]
+            for x in self.shared[k]:
+                if x in lost:
+                    keep *= 1.0 - self.p[x]
+            value += self.base[k] * (1.0 - keep)
+            exposed += self.exposed[k]
+        exposed += sum(self.p[x] * self.folded.get(x, 0) for x in lost)
+        return value + self.exposure * exposed
+
+    def section(self, i: int) -> float:
+        """The score of section ``i``: the value lost if it alone were folded."""
+        return self.region(i, i + 1)
 
 
 class Scorer:
-    """Scores the sections of one agent's context; keeps per-section features between plans."""
+    """Scores the sections of one agent's context. Keeps per-section features between plans and
+    remembers the identifiers of sections that left the context (folded, or removed)."""
 
     def __init__(self, params: ScoreParams | None = None) -> None:
         self.params = params or ScoreParams()
         self._cache: dict[str, tuple[int, Features]] = {}
+        self.folded: Counter[str] = Counter()
 
     def features(self, sec: Section) -> Features:
         key = hash(sec.text)  # str caches its hash: O(1) after the first time
         hit = self._cache.get(sec.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        f = features(sec.text)
+        f = features(sec.text, with_terms=self.params.relevance == "bm25")
         self._cache[sec.id] = (key, f)
         return f
 
-    def _forget_missing(self, present: Sequence[Section]) -> None:
-        if len(self._cache) > 2 * len(present) + 64:
-            keep = {s.id for s in present}
-            self._cache = {k: v for k, v in self._cache.items() if k in keep}
+    def _track(self, sections: Sequence[Section]) -> list[Features]:
+        """Features of ``sections``; cached sections no longer present count as folded."""
+        feats = [self.features(s) for s in sections]
+        if len(self._cache) > len(sections):
+            present = {s.id for s in sections}
+            for sid in [k for k in self._cache if k not in present]:
+                self.folded.update(self._cache.pop(sid)[1].idents)
+        return feats
 
-    def valuation(self, sections: Sequence[Section], strategy: str = "optimistic") -> Valuation:
+    def valuation(self, sections: Sequence[Section]) -> Valuation:
         p = self.params
         n = len(sections)
+        feats = self._track(sections)
         ages = turn_ages(sections)
-        rec = [0.5 ** (a / p.half_life_turns) for a in ages]
-        if strategy == "recency":
-            return Valuation(rec, [0.0] * n, [()] * n, {}, {})
-        feats = [self.features(s) for s in sections]
-        self._forget_missing(sections)
-        base = [p.weights.get(s.priority, 0.5) * rec[i] for i, s in enumerate(sections)]
-        if p.relevance == "mentions":
-            probs = mention_probabilities(sections, feats, ages, p.mentions)
-        else:
-            probs = {}
-            focus = Focus.of(sections, feats, ages, p.focus_turns)
-            rel = {
-                "bm25": lambda: bm25_scores(feats, focus),
-                "overlap": lambda: overlap_scores(feats, focus),
-                "none": lambda: [1.0] * n,
-            }[p.relevance]()
-            base = [b * (p.relevance_floor + (1 - p.relevance_floor) * r) for b, r in zip(base, rel, strict=True)]
-        hot: list[tuple[str, ...]] = []
+        dens = densities(feats, p.density_floor)
+        base = [
+            p.weights.get(s.priority, 1.0) * 0.5 ** (ages[i] / p.half_life_turns) * dens[i]
+            for i, s in enumerate(sections)
+        ]
         holders: Counter[str] = Counter()
         for s, f in zip(sections, feats, strict=True):
-            mine = tuple(sorted(f.idents.intersection(probs))) if probs else ()
-            hot.append(mine)
             if s.kind != "digest":
-                holders.update(mine)
-        novel = novel_counts(feats, probs)
-        q = 1.0 - p.mentions.p_cold
-        keep = [q**c for c in novel]
-        return Valuation(base, keep, hot, probs, dict(holders))
+                holders.update(f.idents)
+        if p.relevance == "mentions":
+            prob = mentions(sections, feats, ages, p.mentions, holders, self.folded)
+        else:
+            prob = Mentions(p.mentions, holders, self.folded)
+            focus = Focus.of(sections, feats, ages, p.focus_turns)
+            if p.relevance == "bm25":
+                rel = bm25_scores(feats, focus)
+            elif p.relevance == "overlap":
+                rel = overlap_scores(feats, focus)
+            else:
+                rel = [1.0] * n
+            floor = p.relevance_floor
+            base = [b * (floor + (1 - floor) * r) for b, r in zip(base, rel, strict=True)]
+        keep: list[float] = []
+        shared: list[tuple[str, ...]] = []
+        exposed: list[float] = []
+        pshared: dict[str, float] = {}
+        for f in feats:
+            k = 1.0
+            e = 0.0
+            mine: list[str] = []
+            for x in f.idents:
+                px = prob(x)
+                if holders[x] > 1:
+                    mine.append(x)
+                    pshared[x] = px
+                else:
+                    k *= 1.0 - px
+                    e += px * self.folded.get(x, 0)
+            keep.append(k)
+            shared.append(tuple(mine))
+            exposed.append(e)
+        held = {x: holders[x] for x in pshared}
+        return Valuation(base, keep, shared, pshared, held, exposed, self.folded, p.exposure)
 
     def scores(self, sections: Sequence[Section], strategy: str = "optimistic") -> list[float]:
-        """One score per section, in order (what folding it alone would lose)."""
-        v = self.valuation(sections, strategy)
+        """One score per section, in order: what folding it alone would lose (``recency``: its
+        recency)."""
+        if strategy == "recency":
+            return [0.5 ** (a / self.params.half_life_turns) for a in turn_ages(sections)]
+        v = self.valuation(sections)
         return [v.section(i) for i in range(len(sections))]
 
 
@@ -197,17 +240,21 @@ def turn_ages(sections: Sequence[Section]) -> list[int]:
     return out
 
 
-def novel_counts(feats: Sequence[Features], hot: Mapping[str, float]) -> list[float]:
-    """Ordinary (not hot) identifiers of each section that no later section repeats, scaled down
-    by the share of the section's lines that later sections repeat and by its noise."""
-    later_ids: set[str] = set()
-    later_lines: set[int] = set()
-    out = [0.0] * len(feats)
-    for i in range(len(feats) - 1, -1, -1):
-        f = feats[i]
-        fresh_ids = [x for x in f.idents if x not in later_ids and x not in hot]
-        line_share = 1.0 - len(f.lines & later_lines) / len(f.lines) if f.lines else 1.0
-        out[i] = len(fresh_ids) * min(line_share, f.noise)
-        later_ids |= f.idents
-        later_lines |= f.lines
-    return out
+def densities(feats: Sequence[Features], floor: float) -> list[float]:
+    """``max(floor, noise)`` for each section: few distinct lines repeated many times score lower.
+
+    (Redundancy with other sections is handled per identifier: see the module docstring. A
+    line-based redundancy factor on top of it was measured to raise regret, so there is none.)
+    """
+    return [max(floor, f.noise) for f in feats]
+
+
+def score_params(c: CompactionConfig) -> ScoreParams:
+    """The scoring parameters of a ``[compaction]`` config table."""
+    weights = {
+        "critical": c.weight_critical,
+        "high": c.weight_high,
+        "medium": c.weight_medium,
+        "low": c.weight_low,
+    }
+    return ScoreParams(weights=weights, half_life_turns=c.half_life_turns, relevance=c.relevance)

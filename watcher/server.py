@@ -48,10 +48,11 @@ from watcher.checkpoints import restore as restore_op
 from watcher.compactor import build_proposal, forget, seed_ids
 from watcher.config import Config, resolve_agent
 from watcher.crashpoints import crashpoint
-from watcher.planner import Watermarks, plan
+from watcher.planner import Plan, Watermarks, plan, trigger_tokens
 from watcher.recall import check_claim, recall
 from watcher.recovery import Reconciled, reconcile
 from watcher.scheduler import FairScheduler
+from watcher.scoring import Scorer, score_params
 from watcher.store import ArchiveView, Store, StoreError, TransitionError
 
 log = logs.get("compactd.server")
@@ -254,6 +255,7 @@ class Server:
             self.agents.pop(prev.agent, None)
         state = AgentState(hello.agent, hello.session, peer, marks, policy, tokenizer=hello.tokenizer)
         state.planner = eff.planner
+        state.scorer = Scorer(score_params(self.cfg.compaction))
         state.archive = ArchiveView(self.store, ident.agent, hello.session)  # durable, all sessions
         self._attach_store(state, hello.resume, ident.method)
         self.agents[hello.agent] = state
@@ -558,6 +560,7 @@ class Server:
         self.send(state.peer, reply)
 
     def _maybe_compact(self, state: AgentState) -> None:
+        state.lookahead.observe(state.ctx.tokens, time.monotonic())  # O(1): growth per turn
         if state.policy != "auto" or state.job_running or state.pending or not state.synced:
             return
         if state.ctx.tokens <= self._trigger(state):
@@ -567,12 +570,19 @@ class Server:
         if state.stuck_tokens and state.ctx.tokens < state.stuck_tokens + state.marks.budget // 50:
             return  # nothing foldable was left; wait until the context has grown before trying again
         state.job_running = True  # queued or running (watcher.scheduler); planned when its turn comes
+        state.job_submitted = time.monotonic()
         self.scheduler.submit(state.agent, lambda: self._run_job(state))
 
     def _trigger(self, state: AgentState) -> int:
         """Compaction is considered once the context holds more than this many tokens."""
         baseline = strategies.get(state.planner)  # reactive, masking: the baselines replay compares
-        return baseline.trigger(state.marks) if baseline is not None else state.marks.high - 1
+        if baseline is not None:
+            return baseline.trigger(state.marks)
+        return trigger_tokens(state.marks, self._ahead(state))
+
+    def _ahead(self, state: AgentState) -> int:
+        """Tokens the context is expected to grow by while a digest is written (watcher.lookahead)."""
+        return state.lookahead.tokens_ahead() if self.cfg.compaction.lookahead else 0
 
     async def _run_job(self, state: AgentState) -> None:
         """The agent's turn in the scheduler: plan on the mirror as it is now, then compact."""
@@ -589,9 +599,20 @@ class Server:
         if baseline is not None:
             p: Any = baseline.plan(list(state.ctx), state.marks, self.cfg.compaction.fresh_turns)
         else:
-            p = plan(list(state.ctx), state.marks, self.cfg.compaction.fresh_turns)
+            p = plan(
+                list(state.ctx),
+                state.marks,
+                self.cfg.compaction.fresh_turns,
+                strategy=state.planner,
+                scorer=state.scorer,
+                growth=self._ahead(state),
+                cache_weight=self.cfg.compaction.cache_weight,
+            )
         if p is None:
             state.job_running = False
+            if state.ctx.tokens < state.marks.high:  # early (look-ahead): not a headroom problem yet
+                state.stuck_tokens = state.ctx.tokens
+                return
             self._stuck(state, "only anchors and small regions are left")
             return
         await self._compact(state, p)
@@ -615,13 +636,15 @@ class Server:
         baseline = strategies.get(state.planner)
         try:
             build = baseline.build if baseline is not None else build_proposal
-            pending = await build(state, p, self.summarizer)
+            pending = await build(state, p, self.scheduler.pick(self.summarizer))  # model or not
         except Exception:
             log.exception("compaction_failed", agent=state.agent)
             pending = None
         finally:
             state.job_running = False
             self.emit("digest", state.agent, seconds=time.monotonic() - t0)
+            if isinstance(p, Plan):
+                state.lookahead.job_done(time.monotonic() - state.job_submitted, p.tokens)
             self.check_degraded()
         if self.agents.get(state.agent) is not state:
             if pending is not None:

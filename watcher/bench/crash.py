@@ -45,7 +45,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal, T, decode, encode
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.crashpoints import ENV as CRASH_ENV
+from watcher.crashpoints import ENV_FILE as CRASH_FILE_ENV
 from watcher.recovery import same
 from watcher.replay import DaemonProcess, ReplayError
 from watcher.store import DB_NAME, check_integrity, connect_readonly
@@ -429,8 +429,7 @@ async def run_crash(s: CrashSettings) -> dict[str, Any]:
         db_path = workdir / "state" / DB_NAME
         tally = Tally()
         t0 = time.monotonic()
-        mode = rng.choice(KILL_MODES)
-        daemon = _start(workdir, config, s, 0, mode, rng)
+        daemon = _start(workdir, config, s, 0)
         agents: list[Agent] = []
         try:
             await daemon.wait_ready()
@@ -440,15 +439,14 @@ async def run_crash(s: CrashSettings) -> dict[str, Any]:
                 await agent.start()
                 agents.append(agent)
             for cycle in range(1, s.cycles + 1):
-                await _crash(daemon, mode, rng, s, tally)
+                await _crash(daemon, rng.choice(KILL_MODES), rng, s, tally)
                 ok = integrity(db_path)
                 tally.integrity.append(ok)
                 if not ok:
                     tally.problem(f"cycle {cycle}: PRAGMA integrity_check failed after the kill")
                 _settled(daemon.log_path, tally)
                 before = {a.name: a.link.reattaches for a in agents}
-                mode = rng.choice(KILL_MODES) if cycle < s.cycles else "none"  # the last one lives
-                daemon = _start(workdir, config, s, cycle, mode, rng)
+                daemon = _start(workdir, config, s, cycle)
                 await daemon.wait_ready()
                 ready = time.monotonic()
                 await _await_resync(agents, before, ready, s, tally)
@@ -466,11 +464,14 @@ async def run_crash(s: CrashSettings) -> dict[str, Any]:
     return _result(s, tally, store, time.monotonic() - t0, agents)
 
 
-def _start(
-    workdir: Path, config: str, s: CrashSettings, n: int, mode: str, rng: random.Random
-) -> DaemonProcess:
-    """Start the daemon; for a crash-point cycle, armed to SIGKILL itself at that point's N-th hit."""
-    env = {CRASH_ENV: f"{mode}:{rng.randint(1, 3)}"} if mode in KILL_MODES[1:] else None
+def _arm_file(workdir: Path) -> Path:
+    return workdir / "crashpoint"
+
+
+def _start(workdir: Path, config: str, s: CrashSettings, n: int) -> DaemonProcess:
+    """Start the daemon, unarmed: _crash arms a crash point (by writing the file) after the checks."""
+    _arm_file(workdir).unlink(missing_ok=True)
+    env = {CRASH_FILE_ENV: str(_arm_file(workdir))}
     return DaemonProcess(workdir, config, s.model, log_name=f"daemon-{n:02d}.log", env=env)
 
 
@@ -483,6 +484,7 @@ async def _crash(
     if mode == "random":
         await asyncio.sleep(rng.uniform(*s.run_s))
     else:
+        _arm_file(daemon.log_path.parent).write_text(f"{mode}:{rng.randint(1, 3)}", encoding="ascii")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.to_thread(daemon.proc.wait), s.crash_wait_s)
         if daemon.proc.poll() is not None:

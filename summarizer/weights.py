@@ -1,0 +1,79 @@
+"""Re-encode the model's weights once into a format the CPU multiplies faster, cached on disk.
+
+The shipped SmolLM2 file is Q4_1, for which llama.cpp has no repacked or tinyBLAS kernels: prefill
+reaches only a fraction of what the cores can multiply. Q8_0 is near-lossless from Q4_1 (its
+rounding step is ~1/16 of Q4_1's) and has fast AVX-512 kernels; F32 is exact. The conversion
+(llama.cpp's own quantizer, ~1 s) runs once per source file and is cached by its path, size and
+mtime. Which format pays off depends on the build: `compactd bench summarizer --weights` measures.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+
+from summarizer.engine import ModelError, check_model_file
+
+FORMATS = ("q8_0", "q4_0", "f16", "bf16", "f32")
+
+
+def _ftype(fmt: str) -> int:
+    import llama_cpp
+
+    return int(
+        {
+            "q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0,
+            "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
+            "f16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16,
+            "bf16": llama_cpp.LLAMA_FTYPE_MOSTLY_BF16,
+            "f32": llama_cpp.LLAMA_FTYPE_ALL_F32,
+        }[fmt]
+    )
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("CACHE_DIRECTORY") or os.environ.get("XDG_CACHE_HOME")
+    return Path(base.split(":")[0]) / "compactd" if base else Path.home() / ".cache" / "compactd"
+
+
+def converted_path(path: str, fmt: str, cache_dir: str | Path | None = None) -> Path:
+    src = Path(path).resolve()
+    st = src.stat()
+    key = hashlib.sha256(f"{src}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    return Path(cache_dir or default_cache_dir()) / f"{src.stem}.{key}.{fmt}.gguf"
+
+
+def convert(path: str, fmt: str, cache_dir: str | Path | None = None, n_threads: int = 0) -> str:
+    """The path of `path` re-encoded as `fmt` (converted now unless cached). Raises ModelError."""
+    if fmt not in FORMATS:
+        raise ModelError(f"unknown weight format {fmt!r} (one of {', '.join(FORMATS)})")
+    check_model_file(path)
+    out = converted_path(path, fmt, cache_dir)
+    if out.is_file():
+        return str(out)
+    import llama_cpp
+
+    from summarizer.engine import silence_llama_logs
+
+    silence_llama_logs()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=out.name, suffix=".tmp", dir=out.parent)
+        os.close(fd)
+    except OSError as exc:
+        raise ModelError(f"cannot write converted model to {out.parent}: {exc.strerror}") from exc
+    try:
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = _ftype(fmt)
+        params.allow_requantize = True
+        params.nthread = n_threads
+        rc = llama_cpp.llama_model_quantize(path.encode(), tmp.encode(), ctypes.byref(params))
+        if rc != 0:
+            raise ModelError(f"model file could not be converted to {fmt}: {path} (llama.cpp error {rc})")
+        os.replace(tmp, out)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return str(out)
