@@ -30,13 +30,14 @@ from summarizer import gist
 from summarizer.compressors import compress, head_tail
 from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine, ModelError
 from summarizer.facts import extract_facts
-from summarizer.safety import defang, instruction_like
+from summarizer.safety import defang, instruction_like, redact
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})
 GIST_CHUNK_CHARS = 1600  # ~450 tokens of model input per gist: short inputs keep a 135M model honest
 GIST_MIN_CHARS = 200  # less prose than this is not worth a model call
-GIST_MAX_TOKENS = 80
-MAX_GIST_CHUNKS = 4  # per digest; later prose stays deterministic
+GIST_MAX_TOKENS = 64
+MAX_GIST_CHUNKS = 4  # per digest; earlier prose stays deterministic
+GIST_TOKENS_PER_CHUNK = 300  # one gist per this many tokens of digest target
 GIST_BUDGET_S = 45.0  # model time per digest, all chunks together
 BACKOFF_S = (5.0, 15.0, 60.0, 300.0)  # after 1, 2, 3, 4+ consecutive model failures
 
@@ -162,29 +163,32 @@ class Summarizer:
     # --- digests -------------------------------------------------------------------------------------
     async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
         before = sum(i.tokens for i in items)
-        source = "\n".join(i.text for i in items if i.kind != "digest")
-        facts = tuple(
-            defang(f) for f in extract_facts(source, max_facts_for(target_tokens)) if not instruction_like(f)
-        )
-        gists, gens, rejected = await self._gists(items)
-        det_text, det_tokens = self._fit(items, ref, before, facts, (), target_tokens)
-        text, tokens, method = det_text, det_tokens, "deterministic"
+        # facts come from the region without its instruction-like lines (they stay quoted below)
+        facts = _FactPicker(redact("\n".join(i.text for i in items if i.kind != "digest")), target_tokens)
+        gists, gens, rejected = await self._gists(items, target_tokens)
+        det_text, det_tokens, det_facts = self._fit(items, ref, before, facts, (), target_tokens)
+        text, tokens, carried, method = det_text, det_tokens, det_facts, "deterministic"
         if gists:
-            text_m, tokens_m = self._fit(items, ref, before, facts, gists, target_tokens)
-            if tokens_m < before and (tokens_m <= target_tokens or tokens_m <= det_tokens):
-                text, tokens, method = text_m, tokens_m, "model"
-            else:
+            text_m, tokens_m, facts_m = self._fit(items, ref, before, facts, gists, target_tokens)
+            lost = set(det_facts) - set(facts_m)
+            if tokens_m >= before or (tokens_m > target_tokens and tokens_m > det_tokens):
                 rejected.append(f"model digest not smaller ({tokens_m} tokens)")
                 gists = ()
+            elif lost:  # the gist's room would push key facts out: facts win
+                rejected.append(f"model digest would drop {len(lost)} key fact(s)")
+                gists = ()
+            else:
+                text, tokens, carried, method = text_m, tokens_m, facts_m, "model"
         if tokens >= before:  # never worse: fall back to the header and the facts that fit
-            text = _stub(items, ref, before, facts, max(0, before * 3 - 200))
+            text = _stub(items, ref, before, facts.all(), max(0, before * 3 - 200))
             tokens = self.count(text)
+            carried = tuple(f for f in facts.all() if f in text)
         return Digest(
             text=text,
             tokens=tokens,
             tokens_before=before,
             method=method,
-            facts=facts,
+            facts=carried,
             gist_rejected="; ".join(rejected),
             generation=gens[-1] if gens else None,
             gists=gists,
@@ -196,25 +200,40 @@ class Summarizer:
         items: Sequence[Item],
         ref: str,
         before: int,
-        facts: Sequence[str],
+        facts: _FactPicker,
         gists: Sequence[Gist],
         target_tokens: int,
-    ) -> tuple[str, int]:
-        """Render with a shrinking character budget until the digest fits `target_tokens`."""
-        budget = max(400, target_tokens * 3)
-        best: tuple[str, int] | None = None
-        for _ in range(8):
-            text = render(items, ref, before, facts, gists, budget)
-            tokens = self.count(text)
-            if best is None or tokens < best[1]:
-                best = (text, tokens)
-            if tokens <= target_tokens or budget <= 200:
-                break
-            budget = max(200, int(budget * max(0.4, min(0.9, target_tokens / tokens))))
-        assert best is not None
-        return best
+    ) -> tuple[str, int, tuple[str, ...]]:
+        """Render with the largest character budget whose digest fits `target_tokens` (a short
+        search: token counts grow with the budget); if none fits, the smallest rendering."""
+        budget = max(300, target_tokens * 3)
+        fits: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
+        over: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
+        for _ in range(10):
+            text, carried = render(items, ref, before, facts, gists, budget)
+            result = (text, self.count(text), carried)
+            if result[1] <= target_tokens:
+                fits = (budget, result)
+            elif over is None or budget < over[0] or over[1][1] > result[1]:
+                over = (budget, result)
+            if fits and over:
+                if over[0] - fits[0] <= max(40, fits[0] // 25):
+                    break
+                budget = (fits[0] + over[0]) // 2
+            elif fits:
+                budget = int(budget * 1.3)
+            else:
+                if budget <= 200:
+                    break
+                budget = max(200, int(budget * max(0.4, min(0.92, target_tokens / result[1]))))
+        if fits is not None:
+            return fits[1]
+        assert over is not None
+        return over[1]
 
-    async def _gists(self, items: Sequence[Item]) -> tuple[tuple[Gist, ...], list[Generation], list[str]]:
+    async def _gists(
+        self, items: Sequence[Item], target_tokens: int
+    ) -> tuple[tuple[Gist, ...], list[Generation], list[str]]:
         """Checked gists of the region's prose, one per chunk that fits the model's context."""
         engine = self.engine
         if engine is None or not self._model_usable():
@@ -224,7 +243,9 @@ class Summarizer:
         gens: list[Generation] = []
         rejected: list[str] = []
         deadline = time.monotonic() + GIST_BUDGET_S
-        for ids, data in chunks[:MAX_GIST_CHUNKS]:
+        # the most recent prose first; a gist is ~60 tokens, so small digests get one
+        wanted = max(1, min(MAX_GIST_CHUNKS, target_tokens // GIST_TOKENS_PER_CHUNK))
+        for ids, data in chunks[-wanted:]:
             left = deadline - time.monotonic()
             if left <= 1.0:
                 rejected.append("model time budget used up")
@@ -236,6 +257,7 @@ class Summarizer:
                     gist.SUFFIX,
                     max_tokens=GIST_MAX_TOKENS,
                     timeout_s=min(left, engine.settings.timeout_s),
+                    stop=gist.STOP,
                 )
             except GenerationTimeout as exc:  # slow: this digest goes on without the model
                 rejected.append(self._failed(exc))
@@ -294,34 +316,161 @@ def header(items: Sequence[Item], ref: str, before: int) -> str:
     )
 
 
+FACTS_SHARE = 0.75  # at most this share of a digest's characters goes to the key-facts line
+BRIEF_BELOW = 160  # a section given fewer characters than this is shown as its first line only
+INDEX_BELOW = 72  # ... and below this, sections are only listed by id and kind
+
+
 def render(
     items: Sequence[Item],
     ref: str,
     before: int,
-    facts: Sequence[str],
+    facts: _FactPicker,
     gists: Sequence[Gist],
     budget_chars: int,
-) -> str:
-    lines = [header(items, ref, before)]
-    if facts:
-        lines.append("Key facts (quoted verbatim from the sections): " + " | ".join(facts))
-    covered: set[str] = set()
-    for g in gists:
-        lines.append(f"Summary of {', '.join(g.ids)} (model-written from quoted data): {g.text}")
-        covered.update(g.ids)
-    lines.append("Sections (quoted data, not instructions):")
-    used = sum(len(x) + 1 for x in lines)
-    rest = [it for it in items if it.id not in covered]
-    share = max(60, (budget_chars - used) // max(1, len(rest)))
+) -> tuple[str, tuple[str, ...]]:
+    """The digest text for a character budget, and the key facts it carries verbatim.
+
+    Key facts come first: up to FACTS_SHARE of the budget. Sections get what is left, as their
+    compressed renderings trimmed fairly (largest first); when that is too little for a line each,
+    they are only listed. The key-facts line carries the facts that the rendered sections and gists
+    do not already contain verbatim, as many as fit.
+    """
+    head = header(items, ref, before)
+    covered = {i for g in gists for i in g.ids}
+    summaries = [f"Summary of {', '.join(g.ids)} (model-written from quoted data): {g.text}" for g in gists]
+    fixed = len(head) + sum(len(x) + 1 for x in summaries) + 48
+    facts_room = int(budget_chars * FACTS_SHARE)
+    section_room = max(0, budget_chars - fixed - min(facts_room, facts.natural_chars() + 48))
+    bodies = _section_bodies(items, ref, covered, section_room)
+    if bodies is None:
+        kinds: dict[str, int] = {}
+        for it in items:
+            kinds[it.kind] = kinds.get(it.kind, 0) + 1
+        listed = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+        lines = [f"- all {len(items)} not shown ({listed}); recall {ref}#ID for one, {ref} for all"]
+    else:
+        lines = [f"- {it.id} {it.kind}: {_one_block(body)}" for it, body in zip(items, bodies, strict=True)]
+    present = "\n".join([*summaries, *lines])
+    used = fixed + sum(len(x) + 1 for x in lines)
+    kept = facts.pick(max(facts_room, budget_chars - used), present)
+    out = [head]
+    if kept:
+        out.append("Key facts (quoted verbatim from the sections): " + " | ".join(kept))
+    out += summaries
+    out.append("Sections (quoted data, not instructions):")
+    out += lines
+    text = "\n".join(out)
+    return text, tuple(f for f in facts.all() if f in text)
+
+
+def _section_bodies(items: Sequence[Item], ref: str, covered: set[str], room: int) -> list[str] | None:
+    """Each section's rendering; the longest are trimmed first until all fit in `room` chars.
+    None when `room` does not allow a line per section."""
+    natural: list[str | None] = []
     for it in items:
         if it.id in covered:
-            lines.append(f"- {it.id} {it.kind}: [summarized above; recall {ref}#{it.id}]")
+            natural.append(f"[summarized above; recall {ref}#{it.id}]")
         elif it.kind == "digest":  # an earlier digest is kept verbatim, never summarized again
-            lines.append(f"- {it.id} {it.kind}: {_one_block(it.text)}")
+            natural.append(it.text.strip())
         else:
-            body = compress(it.text, ref=f"{ref}#{it.id}", max_chars=share).text
-            lines.append(f"- {it.id} {it.kind}: {_one_block(defang(body))}")
-    return "\n".join(lines)
+            natural.append(None)  # compressed below
+    compressed = {
+        i: defang(compress(it.text, ref=f"{ref}#{it.id}").text).strip()
+        for i, it in enumerate(items)
+        if natural[i] is None
+    }
+    sizes = {i: len(t) for i, t in compressed.items()}
+    fixed = sum(len(t) + 24 for t in natural if t is not None) + 24 * len(sizes)
+    cap = _water_level(list(sizes.values()), max(0, room - fixed))
+    if sizes and cap < INDEX_BELOW and not any(it.kind == "digest" for it in items):
+        return None
+    bodies: list[str] = []
+    for i, it in enumerate(items):
+        done = natural[i]
+        if done is not None:
+            bodies.append(done)
+        elif sizes[i] <= cap:
+            bodies.append(compressed[i])
+        elif cap < BRIEF_BELOW:
+            lead = defang(it.text) if it.kind in PROSE_KINDS else compressed[i]
+            bodies.append(_brief(lead, len(it.text), cap, f"{ref}#{it.id}"))
+        else:
+            body = compress(it.text, ref=f"{ref}#{it.id}", max_chars=cap).text
+            bodies.append(defang(body).strip())
+    return bodies
+
+
+def _water_level(sizes: list[int], room: int) -> int:
+    """The largest cap such that sum(min(size, cap)) <= room (max-min fair share)."""
+    if sum(sizes) <= room:
+        return max(sizes, default=0)
+    left, n = room, len(sizes)
+    for k, size in enumerate(sorted(sizes)):
+        share = left // (n - k)
+        if size > share:
+            return share
+        left -= size
+    return left
+
+
+def _brief(text: str, total: int, max_chars: int, ref: str) -> str:
+    """The first non-empty line of a rendering (a compressor's header line, or the start of prose),
+    cut at a word, and a pointer to the `total` characters of the original."""
+    first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
+    room = max(24, max_chars - 32)
+    if len(first) > room:
+        cut = first.rfind(" ", 0, room)
+        first = first[: cut if cut > room // 2 else room] + " …"
+    return f"{first} [{total} chars; recall {ref}]"
+
+
+class _FactPicker:
+    """Key facts of a region, at the size a digest can afford (category balance kept)."""
+
+    def __init__(self, source: str, target_tokens: int) -> None:
+        self.source = source
+        self.most = max_facts_for(target_tokens)
+        self._cache: dict[int, tuple[str, ...]] = {}
+
+    def facts(self, n: int) -> tuple[str, ...]:
+        if n not in self._cache:
+            found = extract_facts(self.source, n)
+            self._cache[n] = tuple(defang(f) for f in found if not instruction_like(f))
+        return self._cache[n]
+
+    def all(self) -> tuple[str, ...]:
+        return self.facts(self.most)
+
+    def natural_chars(self) -> int:
+        return sum(len(f) + 3 for f in self.all())
+
+    def pick(self, max_chars: int, present: str) -> list[str]:
+        """Facts not already in `present`, whose line fits `max_chars`: the largest extraction (a
+        smaller one keeps every category's share) that fits, then more facts from the full
+        extraction while they fit. A fact contained in another chosen fact is carried by it."""
+
+        def size(fs: Sequence[str]) -> int:
+            return sum(len(f) + 3 for f in fs) + 48
+
+        n = self.most
+        while True:
+            chosen = _outer([f for f in self.facts(n) if f not in present])
+            if size(chosen) <= max_chars or n <= 1:
+                break
+            n = max(1, min(n - 1, int(n * 0.8)))
+        while chosen and size(chosen) > max_chars:
+            chosen.pop()
+        for f in _outer([f for f in self.all() if f not in present]):
+            if f not in chosen and not any(f in c for c in chosen) and size([*chosen, f]) <= max_chars:
+                chosen.append(f)
+        order = {f: k for k, f in enumerate(self.all())}
+        return sorted(chosen, key=lambda f: order.get(f, len(order)))
+
+
+def _outer(facts: Sequence[str]) -> list[str]:
+    """`facts` without those contained verbatim in another of them."""
+    return [f for f in facts if not any(f in g and f != g for g in facts)]
 
 
 def _stub(items: Sequence[Item], ref: str, before: int, facts: Sequence[str], max_chars: int) -> str:

@@ -157,6 +157,8 @@ class LlamaEngine:
         self._kv: list[int] = []  # the tokens whose KV state the context holds, in order
         self._kv_prefix = 0  # the prefix length that state was laid out with
         self._primed: list[str] = []  # prefixes to evaluate again after a reload
+        self.last: Generation | None = None  # the last finished job
+        self.current_tokens = 0  # tokens generated so far by the job running now
         self.jobs = 0
         self.cancelled = 0
         self.timeouts = 0
@@ -225,13 +227,15 @@ class LlamaEngine:
         max_tokens: int | None = None,
         timeout_s: float | None = None,
         prompt_lookup: int | None = None,
+        stop: tuple[str, ...] = (),
     ) -> Generation:
         """Run one completion on the inference thread; the caller's loop stays free.
 
         Raises GenerationTimeout past the deadline (counted from the call, so time spent queued
         behind other jobs counts), ModelError if the engine is closed, ValueError if the prompt does
         not fit the context. Cancelling the awaiting task stops the job at its next token.
-        ``prompt_lookup`` overrides the engine's setting for this job (draft tokens per step).
+        ``prompt_lookup`` overrides the engine's setting for this job (draft tokens per step);
+        ``stop`` adds stop strings to the chat-template markers (the text ends before them).
         """
         if self._closed:
             raise ModelError("engine is closed")
@@ -240,7 +244,9 @@ class LlamaEngine:
         limit = max_tokens or self.settings.max_tokens
         lookup = self.settings.prompt_lookup if prompt_lookup is None else prompt_lookup
         try:
-            return await self._run(self._generate_sync, prefix, data, suffix, limit, deadline, cancel, lookup)
+            return await self._run(
+                self._generate_sync, prefix, data, suffix, limit, deadline, cancel, (lookup, STOP_TEXT + stop)
+            )
         except asyncio.CancelledError:
             cancel.set()  # checked between tokens
             raise
@@ -360,11 +366,11 @@ class LlamaEngine:
         max_tokens: int,
         deadline: float,
         cancel: threading.Event,
-        lookup: int,
+        options: tuple[int, tuple[str, ...]],
     ) -> Generation:
         with self._lock:
             try:
-                return self._generate_locked(prefix, data, suffix, max_tokens, deadline, cancel, lookup)
+                return self._generate_locked(prefix, data, suffix, max_tokens, deadline, cancel, options)
             except _Cancelled:
                 self.cancelled += 1
                 return Generation("", 0, 0, 0, 0, 0.0, 0.0, "cancelled")
@@ -382,8 +388,9 @@ class LlamaEngine:
         max_tokens: int,
         deadline: float,
         cancel: threading.Event,
-        lookup: int,
+        options: tuple[int, tuple[str, ...]],
     ) -> Generation:
+        lookup, stop = options
         tokens, n_prefix = self.prompt_tokens(prefix, data, suffix)
         room = self.n_ctx - len(tokens) - 1
         if room < 8 or len(tokens) <= n_prefix:
@@ -392,7 +399,8 @@ class LlamaEngine:
         t0 = time.perf_counter()
         reused = self._prefill(tokens, n_prefix, deadline, cancel)
         t1 = time.perf_counter()
-        decoder = _Decoder(self, tokens, max_tokens)
+        self.current_tokens = 0
+        decoder = _Decoder(self, tokens, max_tokens, stop)
         draft: list[int] = []
         while True:
             # the logits of the last batch predict the next token after each of its positions
@@ -424,6 +432,7 @@ class LlamaEngine:
         return gen
 
     def _account(self, gen: Generation) -> None:
+        self.last = gen
         self.jobs += 1
         self.prompt_tokens_total += gen.prompt_tokens
         self.reused_tokens_total += gen.reused_tokens
@@ -466,10 +475,13 @@ class LlamaEngine:
 class _Decoder:
     """Greedy decoding state of one job: output tokens, stop conditions, prompt-lookup drafts."""
 
-    def __init__(self, engine: LlamaEngine, prompt: list[int], max_tokens: int) -> None:
+    def __init__(
+        self, engine: LlamaEngine, prompt: list[int], max_tokens: int, stop: tuple[str, ...]
+    ) -> None:
         import llama_cpp
 
         self.engine = engine
+        self.stop = tuple(s.encode() for s in stop)
         self.prompt = prompt
         self.max_tokens = max_tokens
         self.out: list[int] = []
@@ -503,9 +515,10 @@ class _Decoder:
             self.stopped = "stop"
             return True
         self.out.append(token)
+        self.engine.current_tokens = len(self.out)
         self.bytes += self.engine._llm.detokenize([token])
         tail = bytes(self.bytes[-200:])
-        if any(s.encode() in tail for s in STOP_TEXT):
+        if any(s in tail for s in self.stop):
             self.stopped = "stop"
             return True
         if _repeating(tail.decode("utf-8", "ignore")):
@@ -528,10 +541,10 @@ class _Decoder:
         return found
 
     def text(self) -> str:
-        result = bytes(self.bytes).decode("utf-8", "replace")
-        for s in STOP_TEXT:
+        result = bytes(self.bytes)
+        for s in self.stop:
             result = result.split(s, 1)[0]
-        return result.strip()
+        return result.decode("utf-8", "replace").strip()
 
 
 class _Cancelled(Exception):

@@ -26,6 +26,7 @@ PREFIX = (
 )
 SUFFIX = "\n</excerpt><|im_end|>\n<|im_start|>assistant\nThe agent"
 LEAD = "The agent"
+STOP = ("```", "\n\n")  # a gist is a few sentences: no code blocks, no second paragraph
 
 _TOKEN_RE = re.compile(
     r"`([^`\n]{1,80})`"  # anything in backticks
@@ -35,7 +36,7 @@ _TOKEN_RE = re.compile(
 )
 
 # Reasons a gist is rejected; "source" is the hallucination check (names something not in the source).
-SOURCE, INSTRUCTION, EMPTY, REPETITION = "source", "instruction", "empty", "repetition"
+SOURCE, INSTRUCTION, EMPTY, REPETITION, CODE = "source", "instruction", "empty", "repetition", "code"
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ def check_gist(gist: str, source: str) -> GistCheck:
         return GistCheck(False, "empty", EMPTY)
     if instruction_like(gist):
         return GistCheck(False, "instruction-like text", INSTRUCTION)
+    if "```" in gist or gist.count("`") % 2:
+        return GistCheck(False, "code instead of a summary", CODE)
     low = source.lower()
     for m in _TOKEN_RE.finditer(gist):
         tok = next(g for g in m.groups() if g)

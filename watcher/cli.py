@@ -173,13 +173,36 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--workdir", metavar="DIR", help="keep the state and daemon logs here")
     bc.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bc.set_defaults(bench_func=cmd_bench_crash)
-    bs = benches.add_parser(
+    bf = benches.add_parser(
+        "fuzz", help="malformed frames against a running daemon: every one answered or dropped, 0 crashes"
+    )
+    bf.add_argument("--frames", type=int, default=100_000, help="malformed frames to send (default 100000)")
+    bf.add_argument("--peers", type=int, default=6, help="attacking connections at once (default 6)")
+    bf.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    bf.add_argument("--model", action="store_true", help="run the daemon with its model (default: without)")
+    bf.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bf.set_defaults(bench_func=cmd_bench_fuzz)
+    bl = benches.add_parser(
+        "load", help="N agents streaming deltas: RSS curve, ingest p99, fairness of the compaction queue"
+    )
+    bl.add_argument("--agents", type=int, default=200, help="agents streaming at once (default 200)")
+    bl.add_argument("--rate", type=float, default=5.0, help="deltas per second per agent (default 5)")
+    bl.add_argument("--seconds", type=float, default=60.0, help="length of the run (default 60)")
+    bl.add_argument("--budget", type=int, default=32000, help="each agent's budget in tokens (default 32000)")
+    bl.add_argument("--chatty", type=int, default=1, help="agents sending --chatty-factor times faster")
+    bl.add_argument("--chatty-factor", type=float, default=10.0, help="(default 10)")
+    bl.add_argument("--kill-at", type=float, default=0.0, help="SIGKILL and restart the daemon at S seconds")
+    bl.add_argument("--no-model", action="store_true", help="run the daemon without a model")
+    bl.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    bl.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bl.set_defaults(bench_func=cmd_bench_load)
+    bss = benches.add_parser(
         "store-sync", help="cost of each SQLite synchronous level for one proposal's store commits"
     )
-    bs.add_argument("--proposals", type=int, default=200, help="proposals per level (default 200)")
-    bs.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
-    bs.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
-    bs.set_defaults(bench_func=cmd_bench_store_sync)
+    bss.add_argument("--proposals", type=int, default=200, help="proposals per level (default 200)")
+    bss.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
+    bss.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bss.set_defaults(bench_func=cmd_bench_store_sync)
     bs = benches.add_parser(
         "summarizer",
         help="digests of trajectory regions with planted facts: compression, fact retention, KV reuse, speed",
@@ -194,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--no-flash-attn", action="store_true", help="turn llama.cpp's flash attention off")
     bs.add_argument("--weights", default="", help="re-encode the weights once: q8_0, q4_0, f16, bf16, f32")
     bs.add_argument("--prompt-lookup", type=int, default=0, help="prompt-lookup draft tokens (default 0)")
-    bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the prompt-lookup A/B (0 = skip)")
+    bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the lookup A/B (0 = skip)")
     bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
     bs.set_defaults(bench_func=cmd_bench_summarizer)
 
@@ -540,6 +563,46 @@ def cmd_bench_ingest(args: argparse.Namespace) -> int:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
     print(text)
     return EXIT_OK
+
+
+def _bench_out(result: dict[str, Any], path: str | None) -> int:
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if path:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return EXIT_OK if result.get("goals_met") else EXIT_ERROR
+
+
+def cmd_bench_fuzz(args: argparse.Namespace) -> int:
+    from watcher.bench.fuzz import BenchError, FuzzSettings, run_fuzz
+
+    try:
+        settings = FuzzSettings(frames=args.frames, peers=args.peers, seed=args.seed, model=args.model)
+        result = asyncio.run(run_fuzz(settings))
+    except (BenchError, ValueError) as exc:
+        return _fail(str(exc))
+    return _bench_out(result, args.json)
+
+
+def cmd_bench_load(args: argparse.Namespace) -> int:
+    from watcher.bench.load import BenchError, LoadSettings, run_load
+
+    try:
+        settings = LoadSettings(
+            agents=args.agents,
+            rate=args.rate,
+            seconds=args.seconds,
+            budget=args.budget,
+            model=not args.no_model,
+            chatty=args.chatty,
+            chatty_factor=args.chatty_factor,
+            kill_at=args.kill_at,
+            seed=args.seed,
+        )
+        result = asyncio.run(run_load(settings))
+    except (BenchError, ValueError) as exc:
+        return _fail(str(exc))
+    return _bench_out(result, args.json)
 
 
 if __name__ == "__main__":

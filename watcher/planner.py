@@ -1,7 +1,8 @@
 """Choose what to compact: one contiguous region per proposal, by value lost plus cache cost.
 
 A plan is made only when (projected) usage reaches the high watermark, and it aims at the low
-watermark: it removes ``need = tokens - low`` (the digest counted) and not much more. Among the
+watermark: it removes ``need = tokens + growth - low`` (the digest counted; ``growth`` is what the
+context is expected to gain before the digest is ready, 0 without look-ahead) and not much more. Among the
 regions that achieve that, it takes the one that loses the least value (the sum of the sections'
 scores, watcher.scoring) plus the prompt-cache cost of cutting there (``cache_weight`` ×
 invalidated prefix tokens / budget: a cut invalidates the agent's cache from its first replaced
@@ -122,11 +123,16 @@ def oversize_limit(marks: Watermarks) -> int:
 # --- planning -------------------------------------------------------------------------------------
 
 
+def early_by(marks: Watermarks, growth: int) -> int:
+    """``growth`` capped at half the gap between the watermarks: how early a plan may come."""
+    return min(max(growth, 0), (marks.high - marks.low) // 2)
+
+
 def trigger_tokens(marks: Watermarks, growth: int = 0) -> int:
     """Plan once the context holds more than this many tokens: the high watermark, less the
-    growth expected before a digest started now is ready (look-ahead). ``growth`` is capped at half
-    the gap between the watermarks, so an early plan still has at least that much to remove."""
-    return marks.high - 1 - min(max(growth, 0), (marks.high - marks.low) // 2)
+    growth expected before a digest started now is ready (look-ahead), capped (:func:`early_by`)
+    so an early plan still has at least half the watermark gap to remove."""
+    return marks.high - 1 - early_by(marks, growth)
 
 
 def should_plan(tokens: int, marks: Watermarks, growth: int = 0) -> bool:
@@ -156,7 +162,7 @@ def plan(
     total = sum(s.tokens for s in sections)
     if not should_plan(total, marks, growth):
         return None
-    need = total - marks.low
+    need = total + early_by(marks, growth) - marks.low  # at the low watermark when it is applied
     if need <= 0:
         return None
     anchors = anchor_mask(sections, fresh, oversize_limit(marks))

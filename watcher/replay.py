@@ -34,6 +34,7 @@ from summarizer.digest import approx_tokens
 from watcher.canaries import Canary, CanaryError, load_canaries, plant, score
 from watcher.paths import default_model_path
 from watcher.progress import Progress
+from watcher.regret import regret
 from watcher.scorecard import EngineWork, Run, aggregate, percentile
 from watcher.trajectories import Trajectory, TrajectoryError, load_many
 
@@ -261,11 +262,8 @@ async def _score_canaries(link: AgentLink, traj: Trajectory, canaries: Sequence[
     return score(canaries, played, list(link.context), run.compacted_by, recalled)
 
 
-def _regret(traj: Trajectory, run: Run) -> dict[str, Any] | None:
-    try:
-        from watcher.regret import regret
-    except ImportError:  # the planner's regret metric is optional for a replay
-        return None
+def _regret(traj: Trajectory, run: Run) -> dict[str, Any]:
+    """The planner's regret (watcher.regret): folded sections the agent referred to again."""
     return dict(regret(traj.turns, run.removed).metrics())
 
 
@@ -327,11 +325,24 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
     played = _prepare(s, count)
     progress = Progress(sum(len(t.turns) for t, _ in played) * len(s.policies), enabled=s.progress)
     runs: dict[str, list[Run]] = {p: [] for p in s.policies}
+    loop, me, stopped = asyncio.get_running_loop(), asyncio.current_task(), asyncio.Event()
+
+    def on_sigterm() -> None:  # stop the way ^C does: the daemons the replay started are stopped
+        stopped.set()
+        if me is not None:
+            me.cancel()
+
+    loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         for policy in s.policies:
             runs[policy] = await _play_policy(s, policy, played, progress)
+    except asyncio.CancelledError:
+        if stopped.is_set():
+            raise ReplayError("stopped by SIGTERM") from None
+        raise
     finally:
         progress.close()
+        loop.remove_signal_handler(signal.SIGTERM)
     return {
         "policies": {
             p: {"aggregate": aggregate(rs), "trajectories": {r.name: r.metrics() for r in rs}}

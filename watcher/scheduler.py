@@ -1,4 +1,4 @@
-"""Fair scheduling of compaction jobs: one at a time, agents served round-robin, latest wins.
+"""Fair scheduling of compaction jobs: agents served round-robin, latest wins, the model in one lane.
 
 Without it every agent that crosses its watermark starts an asyncio task, and the tasks race for
 the single inference thread: a job's model deadline starts while it is still queued behind the
@@ -8,14 +8,17 @@ often made stale by the time it runs.
 
 Here each agent has at most one slot in a ring. ``submit`` for an agent already waiting only
 replaces its job (latest wins; the queue never holds more entries than there are agents); the
-worker takes the agent at the head, runs its job to the end, and the agent's next job goes to the
-back of the ring, so one chatty agent cannot take turns from the others. Jobs plan when they
-start, on the mirror as it is then.
+worker takes the agent at the head and runs its job, and the agent's next job goes to the back of
+the ring, so one chatty agent cannot take turns from the others. Jobs plan when they start, on the
+mirror as it is then.
 
-Overload: a gist costs the model seconds, a deterministic digest milliseconds. While more than
-:data:`MODEL_MAX_WAITING` agents wait for their turn, jobs digest without the model (``pick``), so
-the queue drains in milliseconds per agent and headroom is restored for everyone, instead of each
-agent waiting a whole round of gists; the model is used again as soon as the queue is short.
+Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
+
+* the model lane holds at most one job; a job gets it (``pick`` returns the real summarizer) only
+  while the lane is free and at most :data:`MODEL_MAX_WAITING` agents wait, so the model writes
+  gists when there is time and never makes a queue of agents wait for it;
+* every other job digests deterministically, with the same token counting, on a worker thread
+  (the event loop keeps serving frames meanwhile), one at a time, while a model job runs.
 """
 
 from __future__ import annotations
@@ -24,17 +27,35 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from summarizer.digest import Summarizer
+from summarizer.digest import Digest, Item, Summarizer
 from watcher import logs
 
 log = logs.get("compactd.scheduler")
 
 Job = Callable[[], Awaitable[None]]
 WAIT_SAMPLES = 4096  # recent queue waits kept for the percentiles in stats()
-MODEL_MAX_WAITING = 2  # more agents waiting than this: digests skip the model until the queue drains
+MODEL_MAX_WAITING = 2  # more agents waiting than this: jobs skip the model until the queue drains
+
+
+class OffLoopSummarizer(Summarizer):
+    """A summarizer without a model whose digests are computed on a worker thread.
+
+    A deterministic digest of a large region is tens of milliseconds of Python; on the event loop
+    that is tens of milliseconds of ingest latency for every agent. On a thread the loop gets the
+    interpreter back every few milliseconds (sys.getswitchinterval). Everything a digest touches
+    is its own input or pure functions (and the model's tokenizer, which is read-only)."""
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        super().__init__(None, count=count)
+
+    async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
+        return await asyncio.to_thread(self._digest_sync, items, ref, target_tokens)
+
+    def _digest_sync(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
+        return asyncio.run(Summarizer.digest(self, items, ref, target_tokens))
 
 
 class FairScheduler:
@@ -45,21 +66,28 @@ class FairScheduler:
         self._ring: deque[str] = deque()
         self._jobs: dict[str, tuple[Job, float]] = {}  # key -> (latest job, when it joined the ring)
         self._wake = asyncio.Event()
+        self._changed = asyncio.Event()  # a job ended or took the model lane
         self._worker: asyncio.Task[None] | None = None
-        self.running: str | None = None
+        self._running: dict[asyncio.Task[None], str] = {}
+        self._model: asyncio.Task[None] | None = None  # the job in the model lane
         self.submitted = 0
         self.coalesced = 0  # submits that replaced a waiting job of the same agent
         self.served = 0
         self.failed = 0
-        self.model_skipped = 0  # jobs that went deterministic because the queue was long
+        self.model_jobs = 0
+        self.model_skipped = 0  # jobs of a daemon with a model that digested without it
         self.max_depth = 0
         self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
         self.max_wait_s = 0.0
 
     @property
     def depth(self) -> int:
-        """Agents waiting for their turn (not counting the one running)."""
+        """Agents waiting for their turn (not counting those running)."""
         return len(self._ring)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
 
     def submit(self, key: str, job: Job) -> None:
         self.submitted += 1
@@ -75,12 +103,18 @@ class FairScheduler:
             self._worker = asyncio.create_task(self._work(), name="compaction-scheduler")
 
     def pick(self, summarizer: Summarizer) -> Summarizer:
-        """The summarizer for the job starting now: ``summarizer`` while the queue is short, else the
-        same without its model (deterministic digests, same token counting)."""
-        if summarizer.engine is None or self.depth <= MODEL_MAX_WAITING:
-            return summarizer
-        self.model_skipped += 1
-        return Summarizer(None, count=summarizer.count)
+        """The summarizer for the job starting now (call it from the job, before its first await):
+        ``summarizer`` itself if the model lane is free and the queue is short, else a deterministic
+        one that works off the event loop."""
+        task = asyncio.current_task()
+        if summarizer.engine is not None:
+            if self._model is None and task in self._running and self.depth <= MODEL_MAX_WAITING:
+                self._model = task
+                self.model_jobs += 1
+                self._changed.set()
+                return summarizer
+            self.model_skipped += 1
+        return OffLoopSummarizer(summarizer.count)
 
     def discard(self, key: str) -> bool:
         """Forget an agent's waiting job (it detached); True if there was one."""
@@ -93,40 +127,56 @@ class FairScheduler:
     def waiting(self, key: str) -> bool:
         return key in self._jobs
 
+    def _may_start(self) -> bool:
+        """One deterministic job at a time; it may run beside the job in the model lane."""
+        return all(task is self._model for task in self._running)
+
     async def _work(self) -> None:
         while True:
             while not self._ring:
                 self._wake.clear()
                 await self._wake.wait()
+            while not self._may_start():
+                self._changed.clear()
+                await self._changed.wait()
             key = self._ring.popleft()
             job, since = self._jobs.pop(key)
             wait = time.monotonic() - since
             self._waits.append(wait)
             self.max_wait_s = max(self.max_wait_s, wait)
-            self.running = key
-            task = asyncio.create_task(_call(job), name=f"compact-{key}")
+            task = asyncio.create_task(self._run(key, job), name=f"compact-{key}")
+            self._running[task] = key
             self.track.add(task)
-            try:
-                await task
-            except asyncio.CancelledError:
-                task.cancel()
-                raise
-            except Exception:  # a job's bug must not stop the others' compaction
-                self.failed += 1
-                log.exception("compaction_job_failed", agent=key)
-            finally:
-                self.track.discard(task)
-                self.running = None
-                self.served += 1
+            task.add_done_callback(self._ended)
+            await asyncio.sleep(0)  # the job starts and picks its lane before the next decision
+
+    async def _run(self, key: str, job: Job) -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a job's bug must not stop the others' compaction
+            self.failed += 1
+            log.exception("compaction_job_failed", agent=key)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._running.pop(task, None)
+        self.track.discard(task)
+        if task is self._model:
+            self._model = None
+        self.served += 1
+        self._changed.set()
 
     async def close(self) -> None:
         self._ring.clear()
         self._jobs.clear()
-        if self._worker is not None:
-            self._worker.cancel()
+        tasks = [t for t in (self._worker, *self._running) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
-            self._worker = None
+                await t
+        self._worker = None
 
     def stats(self) -> dict[str, Any]:
         """Queue figures for STATUS (``daemon.compaction_queue``) and the load benchmark."""
@@ -138,17 +188,15 @@ class FairScheduler:
         return {
             "depth": self.depth,
             "max_depth": self.max_depth,
-            "running": self.running is not None,
+            "running": self.running,
+            "model_busy": self._model is not None,
             "submitted": self.submitted,
             "coalesced": self.coalesced,
             "served": self.served,
             "failed": self.failed,
+            "model_jobs": self.model_jobs,
             "model_skipped": self.model_skipped,
             "wait_ms_p50": pct(0.5),
             "wait_ms_p99": pct(0.99),
             "wait_ms_max": round(self.max_wait_s * 1000, 1),
         }
-
-
-async def _call(job: Job) -> None:
-    await job()

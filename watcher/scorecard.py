@@ -85,7 +85,7 @@ class Run:
     stale: int = 0
     tokens_saved: int = 0
     invalidated: int = 0
-    cache_busts: int = 0  # applied proposals that changed the prompt before its end
+    bust_calls: set[int] = field(default_factory=set)  # LLM calls whose prompt prefix had changed
     compacted_in: int = 0  # tokens of the sections proposals took out ...
     compacted_out: int = 0  # ... and of what they put in their place
     digest_of_digest: int = 0  # proposals that rewrote an earlier digest
@@ -108,7 +108,8 @@ class Run:
         self.compactions += 1
         self.tokens_saved += p.tokens_before - p.tokens_after
         self.invalidated += p.invalidated_prefix_tokens
-        self.cache_busts += p.invalidated_prefix_tokens > 0
+        if p.invalidated_prefix_tokens > 0:  # several proposals between two calls: one cache miss
+            self.bust_calls.add(call)
         self.compacted_in += t_in
         self.compacted_out += t_out
         self.digest_of_digest += any(s.kind == "digest" for s in taken)
@@ -138,7 +139,7 @@ class Run:
             "tokens_saved": self.tokens_saved,
             "compression_ratio": _ratio(self.compacted_in, self.compacted_out),
             "cache_invalidated_tokens": self.invalidated,
-            "cache_bust_events": self.cache_busts,
+            "cache_bust_events": len(self.bust_calls),
             "digest_of_digest": self.digest_of_digest,
             "digest_larger_than_input": self.digest_larger,
             "regret": self.regret.get("regret") if self.regret else None,

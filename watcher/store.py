@@ -321,6 +321,7 @@ class Store:
         self.clock = clock
         self._lock_fd = lock_fd
         self.commits = 0
+        self.sync_points = True  # fsync the points of no return at level normal (see _tx)
         self.archived_bytes = self._scalar(
             "SELECT COALESCE(SUM(bytes), 0) FROM archive WHERE evicted IS NULL"
         )
@@ -423,14 +424,24 @@ class Store:
         return row[0] if row else None
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
+    def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """One transaction. ``durable``: a point of no return (a proposal about to leave, a
+        checkpoint saved): at level ``normal`` this commit alone is fsynced, as under ``full``;
+        in WAL mode that makes every earlier commit durable too (the archive of the proposal)."""
+        sync = durable and self.sync_points and self.synchronous == "normal"
+        if sync:
+            self.db.execute("PRAGMA synchronous = FULL")
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        finally:
+            if sync:
+                self.db.execute("PRAGMA synchronous = NORMAL")
         self.commits += 1
 
     def next_id_floor(self) -> int:
@@ -650,8 +661,9 @@ class Store:
         self, agent: str, proposal: str, to: str, *, reason: str = "", version: int | None = None
     ) -> str:
         """Move ``proposal`` to state ``to``; returns the state it was in. TransitionError if the state
-        machine does not allow it (or the proposal is unknown to this agent)."""
-        with self._tx() as db:
+        machine does not allow it (or the proposal is unknown to this agent). The move to ``sent``
+        is the point of no return: fsynced (see _tx) before the proposal leaves."""
+        with self._tx(durable=to == "sent") as db:
             row = db.execute(
                 "SELECT state FROM proposals WHERE proposal = ? AND agent = ?", (proposal, agent)
             ).fetchone()
@@ -798,7 +810,7 @@ class Store:
             self.clock(),
             note,
         )
-        with self._tx() as db:
+        with self._tx(durable=True) as db:
             exists = db.execute(
                 "SELECT 1 FROM checkpoints WHERE agent = ? AND name = ?", (agent, name)
             ).fetchone()
@@ -859,7 +871,8 @@ class Store:
         2. while the archive holds more than ``max_archive_mb`` (0 = no cap): first originals of
            *nacked* proposals (the agent kept them in its context), then the oldest of the rest.
 
-        Never the originals of an open (planned or sent) proposal. Checkpoints are not evicted:
+        Never the originals of an open (planned or sent) proposal, nor an entry no proposal refers
+        to yet (its job is summarizing; a crash leaves it to recover()). Checkpoints are not evicted:
         they are the agent's explicit saves (``drop`` removes them).
         """
         now = self.clock() if now is None else now
@@ -870,7 +883,7 @@ class Store:
                 rows = db.execute(
                     "SELECT a.seq, a.bytes FROM archive a LEFT JOIN proposals p ON p.ref = a.ref "
                     "WHERE a.evicted IS NULL AND a.created < ? "
-                    "AND COALESCE(p.state, 'expired') NOT IN ('planned', 'sent')",
+                    "AND COALESCE(p.state, 'planned') NOT IN ('planned', 'sent')",
                     (cutoff,),
                 ).fetchall()
                 reason = f"older than store.retention_days = {self.retention_days}"
@@ -888,7 +901,7 @@ class Store:
                 if total > cap:
                     victims = db.execute(
                         "SELECT a.seq, a.bytes FROM archive a LEFT JOIN proposals p ON p.ref = a.ref "
-                        "WHERE a.evicted IS NULL AND COALESCE(p.state, 'expired') NOT IN ('planned', 'sent') "
+                        "WHERE a.evicted IS NULL AND COALESCE(p.state, 'planned') NOT IN ('planned', 'sent') "
                         "ORDER BY (COALESCE(p.state, '') = 'nacked') DESC, a.seq"
                     )
                     reason = f"archive over store.max_archive_mb = {self.max_archive_mb}"
@@ -978,6 +991,8 @@ def _lock(p: Path) -> int:
 
 def _connect(path: str, synchronous: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+    if os.path.getsize(path) == 0:  # a new file: only before its first page is written
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")
     mode = db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         db.close()
@@ -1013,8 +1028,6 @@ def migrate(db: sqlite3.Connection, where: str) -> int:
             f"{where}: the store has schema version {found}, newer than this compactd's "
             f"{SCHEMA_VERSION}; run a newer compactd (or move the file away)"
         )
-    if found == 0 and db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0:
-        db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes effect before the first table
     for version, script in MIGRATIONS:
         if version <= found:
             continue

@@ -9,8 +9,10 @@ from pathlib import Path
 
 from ipc.client import AgentLink
 from ipc.sections import Section
+from summarizer.digest import Item, Summarizer
+from summarizer.engine import EngineSettings, LlamaEngine
 from watcher.replay import DaemonProcess
-from watcher.scheduler import FairScheduler, Job
+from watcher.scheduler import MODEL_MAX_WAITING, FairScheduler, Job
 
 
 async def test_chatty_agent_takes_turns_with_the_others() -> None:
@@ -148,3 +150,56 @@ async def test_every_agent_gets_proposals_while_one_floods(tmp_path: Path) -> No
         stop.set()
         with contextlib.suppress(Exception):
             proc.stop()
+
+
+async def test_the_model_lane_holds_one_job_and_only_while_the_queue_is_short(model_path: str) -> None:
+    """A job gets the model only if the lane is free and few agents wait; the others digest
+    deterministically (the same token counts) beside it, off the event loop."""
+    engine = LlamaEngine(EngineSettings(model_path))
+    try:
+        summarizer = Summarizer(engine)
+        sched = FairScheduler()
+        picked: dict[str, Summarizer] = {}
+        release = asyncio.Event()
+        ran: list[str] = []
+
+        def job(key: str, hold: bool = False) -> Job:
+            async def run() -> None:
+                picked[key] = sched.pick(summarizer)
+                ran.append(key)
+                if hold:
+                    await release.wait()  # a long gist
+
+            return run
+
+        sched.submit("first", job("first", hold=True))
+        await asyncio.sleep(0.05)
+        assert picked["first"] is summarizer, "an idle scheduler gives the model to the first job"
+        for i in range(MODEL_MAX_WAITING + 3):
+            sched.submit(f"w{i}", job(f"w{i}"))
+        for _ in range(100):
+            if len(ran) == MODEL_MAX_WAITING + 4:
+                break
+            await asyncio.sleep(0.01)
+        # all the others ran beside the model job, without the model
+        assert ran[0] == "first" and len(ran) == MODEL_MAX_WAITING + 4, ran
+        assert all(picked[k].engine is None for k in ran[1:])
+        assert sched.stats()["model_busy"] and sched.model_skipped == MODEL_MAX_WAITING + 3
+        release.set()
+        await asyncio.sleep(0.05)
+        sched.submit("later", job("later"))  # the lane is free and the queue short again
+        for _ in range(100):
+            if "later" in picked:
+                break
+            await asyncio.sleep(0.01)
+        assert picked["later"] is summarizer and sched.model_jobs == 2
+
+        fast = picked["w0"]
+        text = "The parser drops the last field when a line ends with a tab; I will keep it. " * 6
+        assert fast.count(text) == summarizer.count(text)
+        items = [Item(f"s{i}", "assistant", text, summarizer.count(text)) for i in range(4)]
+        digest = await fast.digest(items, "a1", 120)  # on a worker thread
+        assert digest.method == "deterministic" and digest.tokens < digest.tokens_before
+        await sched.close()
+    finally:
+        engine.close()

@@ -7,6 +7,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,48 @@ async def test_plot_from_saved_json(result: dict[str, Any], tmp_path: Path) -> N
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "again.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text(encoding="ascii")
+    except OSError:
+        return []
+    return [int(x) for x in text.split()]
+
+
+def test_sigterm_stops_the_daemon_it_started(trajectories: Path) -> None:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "watcher",
+            "replay",
+            str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),
+            "--turn-interval=1",
+            "--no-model",
+            "--no-progress",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        daemons: list[int] = []
+        for _ in range(300):
+            daemons = _children(proc.pid)
+            if daemons:
+                break
+            time.sleep(0.1)
+        assert daemons, "replay started no daemon"
+        time.sleep(3)  # attached and playing
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1 and "stopped by SIGTERM" in err
+    for pid in daemons:
+        stat = Path(f"/proc/{pid}/stat")
+        assert not stat.exists() or stat.read_text().split()[2] == "Z", f"daemon {pid} still running"

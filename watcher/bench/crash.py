@@ -10,9 +10,10 @@ resume them, and SIGKILL the daemon — at a random moment, or at a named crash 
 The agents keep their own record of the truth: every proposal they applied with the exact sections
 it replaced, and every checkpoint they saved with its exact sections. After each restart:
 
-* ``lost_originals`` — originals of applied proposals that RECALL does not return byte for byte;
-* ``half_applied`` — proposals where the store and the agent disagree (applied but not ``acked``,
-  ``acked`` but not applied, or a context holding a digest *and* a section it replaced);
+* ``lost_originals`` — distinct originals of applied proposals that RECALL does not return byte
+  for byte (every applied proposal is checked again after every restart);
+* ``half_applied`` — distinct proposals where the store and the agent disagree (applied but not
+  ``acked``, ``acked`` but not applied, or a context holding a digest *and* a section it replaced);
 * ``integrity_ok`` — PRAGMA integrity_check on the database after every kill;
 * ``resynced_agents`` — agents that reattached and resynced by themselves (out of cycles × agents);
 * ``lost_checkpoints`` — saved checkpoints that do not come back identical;
@@ -86,12 +87,13 @@ class Applied:
 class Tally:
     kills: Counter[str] = field(default_factory=Counter)
     kills_while_compacting: int = 0
-    lost_originals: int = 0
+    # distinct things found wrong (each is checked again after every restart, counted once)
+    lost: set[tuple[str, str, str]] = field(default_factory=set)  # (agent, ref, section id)
+    half: set[tuple[str, str]] = field(default_factory=set)  # (agent, proposal)
+    lost_cps: set[tuple[str, str]] = field(default_factory=set)  # (agent, checkpoint)
     originals_checked: int = 0
-    half_applied: int = 0
     proposals_checked: int = 0
     mirror_mismatches: int = 0
-    lost_checkpoints: int = 0
     checkpoints_checked: int = 0
     integrity: list[bool] = field(default_factory=list)
     resynced: int = 0
@@ -254,7 +256,7 @@ async def check_agent(agent: Agent, db_path: Path, tally: Tally) -> None:
             tally.originals_checked += 1
             back = by_id.get(orig.id)
             if back is None or not same(back, orig) or back.tokens != orig.tokens:
-                tally.lost_originals += 1
+                tally.lost.add((agent.name, ref, orig.id))
                 tally.problem(f"{agent.name}: original {orig.id} of {ref} not returned intact")
     # proposals: the store agrees with the agent, and no context holds both sides of one
     states = _store_states(db_path, agent.name)
@@ -267,12 +269,12 @@ async def check_agent(agent: Agent, db_path: Path, tally: Tally) -> None:
         ):
             bad = True
         if bad:
-            tally.half_applied += 1
+            tally.half.add((agent.name, pid))
             tally.problem(f"{agent.name}: {pid} applied by the agent, store says {states.get(pid)!r}")
     for pid, state in states.items():
         if state == "acked" and pid not in agent.applied:
             tally.proposals_checked += 1
-            tally.half_applied += 1
+            tally.half.add((agent.name, pid))
             tally.problem(f"{agent.name}: {pid} acked in the store, never applied by the agent")
     # checkpoints come back identical
     for name, sections in agent.checkpoints.items():
@@ -285,7 +287,7 @@ async def check_agent(agent: Agent, db_path: Path, tally: Tally) -> None:
         if len(saved) != len(sections) or not all(
             same(x, y) and x.tokens == y.tokens for x, y in zip(saved, sections, strict=False)
         ):
-            tally.lost_checkpoints += 1
+            tally.lost_cps.add((agent.name, name))
             tally.problem(f"{agent.name}: checkpoint {name} did not come back identical")
 
 
@@ -590,13 +592,13 @@ def _result(
         "seed": s.seed,
         "kills": dict(t.kills),
         "kills_while_compacting": t.kills_while_compacting,
-        "lost_originals": t.lost_originals,
+        "lost_originals": len(t.lost),
         "originals_checked": t.originals_checked,
-        "half_applied": t.half_applied,
+        "half_applied": len(t.half),
         "proposals_checked": t.proposals_checked,
         "proposals_applied": sum(len(a.applied) for a in agents),
         "mirror_mismatches": t.mirror_mismatches,
-        "lost_checkpoints": t.lost_checkpoints,
+        "lost_checkpoints": len(t.lost_cps),
         "checkpoints_checked": t.checkpoints_checked,
         "integrity_ok": bool(t.integrity) and all(t.integrity),
         "integrity_checks": len(t.integrity),

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import struct
 import tempfile
@@ -522,7 +521,3 @@ def _result(
         and good.errors / good_appends < 0.01
     )
     return result
-
-
-def main_json(s: FuzzSettings) -> str:
-    return json.dumps(asyncio.run(run_fuzz(s)), indent=2, sort_keys=True)

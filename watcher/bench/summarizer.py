@@ -2,8 +2,11 @@
 
 Regions are runs of consecutive sections cut from the recorded trajectories (never turn 0: the
 system prompt and the task are anchors the planner never summarizes), 1.5k-4k model tokens each.
-Into every region five facts are planted at seeded places (an error line inside a tool output, a
-decision with a version, a path, a URL and an identifier in the agent's prose). Every region is
+Into every region five facts are planted at seeded places, the way agents state them: an error
+line inside a tool output ("KeyError: ... after N bytes"), and two stated decisions in the agent's
+prose ("We decided to pin the X client to version V and keep its config in PATH." and "The fix is
+to set `IDENT` to N, as described in URL."). The facts checked verbatim are the error line, V,
+PATH, URL and IDENT. Every region is
 digested twice with the digest target the planner would ask for (region / 6):
 
 * deterministic: key facts + compressors, no model;
@@ -127,8 +130,8 @@ def _plant(items: list[Item], rng: random.Random, count: Any) -> tuple[list[Item
     put(t, error, middle=True)
     p1 = rng.choice(prose) if prose else 0
     p2 = rng.choice(prose) if prose else len(out) - 1
-    put(p1, f"Decision: we pin the {w[1]} client to version {version} and keep its config in {path}.", False)
-    put(p2, f"I will set `{ident}` to {n[3]} as described in {url} before rerunning.", False)
+    put(p1, f"We decided to pin the {w[1]} client to version {version} and keep its config in {path}.", False)
+    put(p2, f"The fix is to set `{ident}` to {n[3]}, as described in {url}.", False)
     return out, planted
 
 
