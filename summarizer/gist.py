@@ -35,6 +35,9 @@ _TOKEN_RE = re.compile(
     r"|\b([a-z]+_[a-z0-9_]+|[A-Z][a-z0-9]+[A-Z]\w*)\b"  # snake_case and CamelCase identifiers
 )
 
+_HYPHENATED_RE = re.compile(r"\b[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+\b")  # "pytest-marathon"
+_WORD_RE = re.compile(r"[a-z0-9]+")
+
 # Reasons a gist is rejected; "source" is the hallucination check (names something not in the source).
 SOURCE, INSTRUCTION, EMPTY, REPETITION, CODE = "source", "instruction", "empty", "repetition", "code"
 
@@ -60,6 +63,11 @@ def check_gist(gist: str, source: str) -> GistCheck:
         tok = tok.rstrip(".,")
         if tok and tok.lower() not in low and tok.replace(",", "") not in source:
             return GistCheck(False, f"names {tok!r}, which the source does not contain", SOURCE)
+    words = set(_WORD_RE.findall(low))
+    for m in _HYPHENATED_RE.finditer(gist):
+        tok = m[0]
+        if tok.lower() not in low and any(part in words for part in tok.lower().split("-")):
+            return GistCheck(False, f"names {tok!r}, a variant of a name in the source", SOURCE)
     return GistCheck(True)
 
 

@@ -37,11 +37,17 @@ _INSTRUCTION = re.compile(
     r"|^\s*(?:system|assistant|user|developer|human)\s*:"
     r"|</?(?:tool_call|tool_use|function_call|function|tool|system|instructions?)\b[^>\n]{0,80}>"
     r"|\"(?:tool_calls|function_call)\"\s*:"
-    r"|\[compactd digest\b",
+    r"|\[compactd digest\b"  # compactd's own digest lines, faked
+    r"|^\s*(?:-\s*)?(?:key facts|summary|sections)\b[^\n]{0,40}\((?:verbatim|quoted|model-written)"
+    r"|\b(?:agent|assistant|you|model)\s+(?:must|should|shall)\s+now\b",
     re.IGNORECASE | re.MULTILINE,
 )
 
-_MARKER = re.compile(r"<\|([a-z_]{1,24})\|>|\[(/?INST)\]|<<(/?SYS)>>", re.IGNORECASE)
+_MARKER = re.compile(
+    r"<\|([a-z_]{1,24})\|>|\[(/?INST)\]|<<(/?SYS)>>"
+    r"|<(/?(?:tool_call|tool_use|function_call|function_calls|invoke|tool_result|system)\b)",
+    re.IGNORECASE,
+)
 _FAKE_HEADER = re.compile(r"\[(compactd digest)\b", re.IGNORECASE)
 
 
@@ -62,10 +68,13 @@ def _unmark(m: re.Match[str]) -> str:
         return f"< |{m[1]}| >"
     if m[2] is not None:
         return f"[ {m[2]} ]"
-    return f"< <{m[3]}> >"
+    if m[3] is not None:
+        return f"< <{m[3]}> >"
+    return f"< {m[4]}"
 
 
 def defang(text: str) -> str:
-    """Break chat-template markers and fake digest headers in quoted text (readable, not live)."""
+    """Break chat-template markers, tool-call tags and fake digest headers in quoted text
+    (still readable, no longer live)."""
     text = _MARKER.sub(_unmark, text)
     return _FAKE_HEADER.sub(r"[quoted \1", text)

@@ -90,6 +90,7 @@ class AgentState:
             "synced": self.synced,
             "tokenizer": self.tokenizer,
             "stuck": self.stuck_reported,
+            "lookahead": self.lookahead.snapshot(),
         }
 
 

@@ -220,6 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the lookup A/B (0 = skip)")
     bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
     bs.set_defaults(bench_func=cmd_bench_summarizer)
+    bp = benches.add_parser(
+        "planner",
+        help="the planner alone on trajectories: regret per strategy and relevance method, plan time",
+    )
+    bp.add_argument("trajectories", nargs="+", metavar="TRAJECTORY")
+    bp.add_argument("--budget", type=int, action="append", help="budget (repeatable; default 32000)")
+    bp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio (default 0.15)")
+    bp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bp.set_defaults(bench_func=cmd_bench_planner)
 
     rc = sub.add_parser(
         "recall",
@@ -441,6 +450,23 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
     key = zmq.auth.load_certificate(public)[0].decode("ascii")
     print(f"public key  {public}\nsecret key  {secret}  (keep private)\nz85 public  {key}")
+    return EXIT_OK
+
+
+def cmd_bench_planner(args: argparse.Namespace) -> int:
+    from watcher.bench.planner import BenchError, PlannerBenchSettings, run_planner_bench
+
+    settings = PlannerBenchSettings(
+        paths=[Path(p) for p in args.trajectories], budgets=args.budget or [32000], reserve=args.reserve
+    )
+    try:
+        result = run_planner_bench(settings, progress=lambda msg: print(msg, file=sys.stderr))
+    except BenchError as exc:
+        return _fail(str(exc))
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print(text)
     return EXIT_OK
 
 

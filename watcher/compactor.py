@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 
 from ipc.protocol import Proposal
 from ipc.sections import Section
@@ -14,17 +13,19 @@ from watcher.planner import Plan
 
 
 class _Ids:
-    counter = itertools.count(1)
+    last = 0
 
 
 def next_id(prefix: str) -> str:
-    return f"{prefix}{next(_Ids.counter)}"
+    _Ids.last += 1
+    return f"{prefix}{_Ids.last}"
 
 
 def seed_ids(start: int) -> None:
-    """Continue numbering at ``start`` (watcher.store.Store.next_id_floor): after a restart, new
-    archive refs, proposal ids and digest ids never collide with ones an agent still holds."""
-    _Ids.counter = itertools.count(max(start, 1))
+    """Number from ``start`` on (watcher.store.Store.next_id_floor): after a restart, new archive
+    refs, proposal ids and digest ids never collide with ones an agent still holds. Never moves
+    backwards (several servers in one process share the counter)."""
+    _Ids.last = max(_Ids.last, start - 1)
 
 
 async def build_proposal(state: AgentState, plan: Plan, summarizer: Summarizer) -> Pending | None:

@@ -9,6 +9,7 @@ plus its id and metadata, counted incrementally: a DELTA costs O(its sections), 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
@@ -56,6 +57,29 @@ def held_bytes(a: AgentState) -> int:
 
 def total_bytes(agents: Iterable[AgentState]) -> int:
     return sum(held_bytes(a) for a in agents)
+
+
+class Meter:
+    """The bytes all agents hold, kept incrementally (summing 200 agents per delta costs more than
+    the delta) and recounted from scratch at most every :attr:`RECOUNT_S`: an agent that left is
+    still counted until then, which errs on the safe side of the cap."""
+
+    RECOUNT_S = 1.0
+
+    def __init__(self) -> None:
+        self._total = 0
+        self._at = float("-inf")
+
+    def total(self, agents: Iterable[AgentState]) -> int:
+        now = time.monotonic()
+        if now - self._at >= self.RECOUNT_S:
+            self._total, self._at = total_bytes(agents), now
+        return self._total
+
+    def set(self, state: AgentState, nbytes: int) -> None:
+        """``state.nbytes = nbytes``, keeping the total in step."""
+        self._total += nbytes - state.nbytes
+        state.nbytes = nbytes
 
 
 def _mb(n: int) -> str:

@@ -8,6 +8,7 @@ behaviour) in milliseconds per trajectory; ``compactd replay`` measures the real
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,9 @@ def simulate(
     params: ScoreParams | None = None,
     cache_weight: float = 1.0,
     max_rounds: int = 8,
+    timings: list[float] | None = None,
 ) -> SimResult:
+    """Play ``traj``; ``timings``, if given, receives the wall time of every plan in ms."""
     res = SimResult(traj.name, strategy)
     ctx: list[Section] = []
     scorer = Scorer(params)
@@ -62,7 +65,10 @@ def simulate(
     for k, turn in enumerate(traj.turns):
         ctx.extend(turn)
         for _ in range(max_rounds):
+            t0 = time.perf_counter()
             p = plan(ctx, marks, fresh, strategy=strategy, scorer=scorer, cache_weight=cache_weight)
+            if timings is not None:
+                timings.append((time.perf_counter() - t0) * 1000)
             if p is None:
                 break
             start = next(i for i, s in enumerate(ctx) if s.id == p.ids[0])

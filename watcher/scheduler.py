@@ -17,8 +17,10 @@ Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
 * the model lane holds at most one job; a job gets it (``pick`` returns the real summarizer) only
   while the lane is free and at most :data:`MODEL_MAX_WAITING` agents wait, so the model writes
   gists when there is time and never makes a queue of agents wait for it;
-* every other job digests deterministically, with the same token counting, on a worker thread
-  (the event loop keeps serving frames meanwhile), one at a time, while a model job runs.
+* every other job digests deterministically, with the same token counting, in a worker process
+  (watcher.digestpool: the event loop keeps serving frames meanwhile), beside the job in the
+  model lane; :data:`DETERMINISTIC_LANES` of them at once, so that one plans on the loop while
+  the other's digest is computed in the worker.
 """
 
 from __future__ import annotations
@@ -27,35 +29,19 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from summarizer.digest import Digest, Item, Summarizer
+from summarizer.digest import Summarizer
 from watcher import logs
+from watcher.digestpool import DigestPool
 
 log = logs.get("compactd.scheduler")
 
 Job = Callable[[], Awaitable[None]]
 WAIT_SAMPLES = 4096  # recent queue waits kept for the percentiles in stats()
 MODEL_MAX_WAITING = 2  # more agents waiting than this: jobs skip the model until the queue drains
-
-
-class OffLoopSummarizer(Summarizer):
-    """A summarizer without a model whose digests are computed on a worker thread.
-
-    A deterministic digest of a large region is tens of milliseconds of Python; on the event loop
-    that is tens of milliseconds of ingest latency for every agent. On a thread the loop gets the
-    interpreter back every few milliseconds (sys.getswitchinterval). Everything a digest touches
-    is its own input or pure functions (and the model's tokenizer, which is read-only)."""
-
-    def __init__(self, count: Callable[[str], int]) -> None:
-        super().__init__(None, count=count)
-
-    async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
-        return await asyncio.to_thread(self._digest_sync, items, ref, target_tokens)
-
-    def _digest_sync(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
-        return asyncio.run(Summarizer.digest(self, items, ref, target_tokens))
+DETERMINISTIC_LANES = 2  # jobs at once besides the model's: one plans on the loop while one digests
 
 
 class FairScheduler:
@@ -69,6 +55,7 @@ class FairScheduler:
         self._changed = asyncio.Event()  # a job ended or took the model lane
         self._worker: asyncio.Task[None] | None = None
         self._running: dict[asyncio.Task[None], str] = {}
+        self._deferred: dict[str, Job] = {}  # submitted while the same agent's job was running
         self._model: asyncio.Task[None] | None = None  # the job in the model lane
         self.submitted = 0
         self.coalesced = 0  # submits that replaced a waiting job of the same agent
@@ -79,6 +66,7 @@ class FairScheduler:
         self.max_depth = 0
         self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
         self.max_wait_s = 0.0
+        self.pool = DigestPool()
 
     @property
     def depth(self) -> int:
@@ -91,6 +79,10 @@ class FairScheduler:
 
     def submit(self, key: str, job: Job) -> None:
         self.submitted += 1
+        if key in self._running.values():  # one job per agent at a time: it queues when this ends
+            self.coalesced += key in self._deferred
+            self._deferred[key] = job
+            return
         if key in self._jobs:
             self._jobs[key] = (job, self._jobs[key][1])  # keeps its place in the ring
             self.coalesced += 1
@@ -105,7 +97,7 @@ class FairScheduler:
     def pick(self, summarizer: Summarizer) -> Summarizer:
         """The summarizer for the job starting now (call it from the job, before its first await):
         ``summarizer`` itself if the model lane is free and the queue is short, else a deterministic
-        one that works off the event loop."""
+        one whose digests run in the worker process."""
         task = asyncio.current_task()
         if summarizer.engine is not None:
             if self._model is None and task in self._running and self.depth <= MODEL_MAX_WAITING:
@@ -114,10 +106,12 @@ class FairScheduler:
                 self._changed.set()
                 return summarizer
             self.model_skipped += 1
-        return OffLoopSummarizer(summarizer.count)
+        return self.pool.summarizer(summarizer)
 
     def discard(self, key: str) -> bool:
         """Forget an agent's waiting job (it detached); True if there was one."""
+        if self._deferred.pop(key, None) is not None:
+            return True
         if self._jobs.pop(key, None) is None:
             return False
         with contextlib.suppress(ValueError):
@@ -125,11 +119,11 @@ class FairScheduler:
         return True
 
     def waiting(self, key: str) -> bool:
-        return key in self._jobs
+        return key in self._jobs or key in self._deferred
 
     def _may_start(self) -> bool:
-        """One deterministic job at a time; it may run beside the job in the model lane."""
-        return all(task is self._model for task in self._running)
+        """A free deterministic lane (the job in the model lane does not take one)."""
+        return sum(task is not self._model for task in self._running) < DETERMINISTIC_LANES
 
     async def _work(self) -> None:
         while True:
@@ -160,16 +154,20 @@ class FairScheduler:
             log.exception("compaction_job_failed", agent=key)
 
     def _ended(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
+        key = self._running.pop(task, None)
         self.track.discard(task)
         if task is self._model:
             self._model = None
         self.served += 1
         self._changed.set()
+        if key is not None and (job := self._deferred.pop(key, None)) is not None:
+            self.submitted -= 1  # counted when it was deferred
+            self.submit(key, job)  # to the back of the ring
 
     async def close(self) -> None:
         self._ring.clear()
         self._jobs.clear()
+        self._deferred.clear()
         tasks = [t for t in (self._worker, *self._running) if t is not None]
         for t in tasks:
             t.cancel()
@@ -177,6 +175,7 @@ class FairScheduler:
             with contextlib.suppress(asyncio.CancelledError):
                 await t
         self._worker = None
+        self.pool.close()
 
     def stats(self) -> dict[str, Any]:
         """Queue figures for STATUS (``daemon.compaction_queue``) and the load benchmark."""
@@ -196,6 +195,8 @@ class FairScheduler:
             "failed": self.failed,
             "model_jobs": self.model_jobs,
             "model_skipped": self.model_skipped,
+            "digests_in_worker": self.pool.remote,
+            "digests_on_loop": self.pool.local,
             "wait_ms_p50": pct(0.5),
             "wait_ms_p99": pct(0.99),
             "wait_ms_max": round(self.max_wait_s * 1000, 1),

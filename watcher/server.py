@@ -102,6 +102,7 @@ class Server:
         self.on_change: Callable[[], None] = lambda: None
         self.listeners: list[Listener] = []
         self.status_extra: dict[str, Callable[[], Any]] = {}  # more "daemon" fields for STATUS
+        self.meter = limits.Meter()  # bytes all mirrors hold (watcher.limits)
         self.scheduler = FairScheduler(self.tasks)  # compaction jobs: one at a time, round-robin
         self.status_extra["compaction_queue"] = self.scheduler.stats
         self._degraded_seen = summarizer.degraded
@@ -337,7 +338,7 @@ class Server:
             state.ctx.reset(sections, version)
         except ContextError as exc:
             raise ProtocolError(E.INVALID, f"SNAPSHOT: {exc}", ref) from None
-        state.nbytes = nbytes
+        self.meter.set(state, nbytes)
         state.synced = True
         state.pending.clear()  # proposals computed against the old mirror are void...
         settled = self._settle(state)  # ...unless the store says they are still open (watcher.recovery)
@@ -375,7 +376,7 @@ class Server:
                 state, f"delta {base}->{version} does not follow mirror version {state.ctx.version}", ref
             )
             return
-        total = limits.total_bytes(self.agents.values())
+        total = self.meter.total(self.agents.values())
         nbytes = limits.check_delta(self.cfg.daemon, state, ops, total, ref)
         for op in ops:
             if op.sections and not all(s.tokens for s in op.sections):
@@ -386,7 +387,7 @@ class Server:
         except ContextError as exc:
             self._resync(state, str(exc), ref)
             return
-        state.nbytes = nbytes
+        self.meter.set(state, nbytes)
         self._synced(state, ref)
 
     def _ack(self, state: AgentState, msg: dict[str, Any], ref: int | None) -> None:
@@ -406,7 +407,7 @@ class Server:
         except ContextError as exc:
             self._resync(state, f"ACK of {pid}: {exc}", ref)
             return
-        state.nbytes = limits.mirror_bytes(state.ctx)
+        self.meter.set(state, limits.mirror_bytes(state.ctx))
         self._settled(state, pid, "acked", version=version)
         p = pending.proposal
         state.compactions += 1
@@ -481,6 +482,7 @@ class Server:
     def _bye(self, state: AgentState, msg: dict[str, Any], ref: int | None) -> None:
         self.by_peer.pop(state.peer, None)
         self.agents.pop(state.agent, None)
+        self.store.expire_open(state.agent, reason="the agent said BYE")  # its archive stays
         log.info("agent_detached", agent=state.agent)
         self.send(state.peer, {"t": T.BYE, "re": ref} if ref is not None else {"t": T.BYE})
         self.on_change()
@@ -518,7 +520,7 @@ class Server:
 
     # --- sync & compaction ---------------------------------------------------------------------------
     def _check_size(self, what: str, state: AgentState, sections: int, nbytes: int, ref: int | None) -> None:
-        others = limits.total_bytes(self.agents.values()) - limits.held_bytes(state)
+        others = self.meter.total(self.agents.values()) - limits.held_bytes(state)
         limits.check_size(self.cfg.daemon, what, state.agent, sections, nbytes, others, ref)
 
     def _counted(self, sections: Sequence[Section]) -> list[Section]:
@@ -615,6 +617,20 @@ class Server:
                 return
             self._stuck(state, "only anchors and small regions are left")
             return
+        if isinstance(p, Plan):
+            log.info(
+                "compaction_planned",
+                agent=state.agent,
+                strategy=p.strategy,
+                tokens=state.ctx.tokens,
+                need=p.need,
+                region_tokens=p.tokens,
+                sections=len(p.ids),
+                value=p.value,
+                invalidated_prefix_tokens=p.invalidated_prefix_tokens,
+                tokens_ahead=self._ahead(state),
+                queued_s=round(time.monotonic() - state.job_submitted, 3),
+            )
         await self._compact(state, p)
 
     def _stuck(self, state: AgentState, why: str) -> None:

@@ -121,6 +121,7 @@ CREATE TABLE proposals (
     acked_version INTEGER
 ) WITHOUT ROWID;
 CREATE INDEX proposals_open ON proposals(agent, state);
+CREATE INDEX proposals_by_state ON proposals(state);
 CREATE INDEX proposals_by_ref ON proposals(ref);
 
 CREATE TABLE digests (
@@ -447,7 +448,8 @@ class Store:
     def next_id_floor(self) -> int:
         """One more than the largest number in any stored ref, proposal or digest id, so ids handed
         out after a restart never collide with ones an agent may still hold."""
-        best = 0
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'id_floor'").fetchone()
+        best = int(row[0]) - 1 if row else 0
         for sql in (
             "SELECT ref FROM archive",
             "SELECT proposal FROM proposals",
@@ -764,8 +766,11 @@ class Store:
         """After a start (clean or kill -9): proposals still ``planned`` never left the daemon, so
         they expire and their archive rows go; archive entries no proposal refers to were written
         by a job the crash interrupted (during summarization) and go too. ``sent`` ones stay open
-        until their agent resumes (watcher.recovery.reconcile) or they age out."""
+        until their agent resumes (watcher.recovery.reconcile) or they age out. The ids of what is
+        removed are not handed out again (meta ``id_floor``)."""
+        floor = self.next_id_floor()
         with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('id_floor', ?)", (str(floor),))
             planned = [r[0] for r in db.execute("SELECT proposal FROM proposals WHERE state = 'planned'")]
             for pid in planned:
                 _drop_archive(db, pid)
@@ -1067,5 +1072,10 @@ def _drop_archive(db: sqlite3.Connection, proposal: str) -> None:
 
 
 def _evict(db: sqlite3.Connection, seq: int, now: float, reason: str) -> None:
+    """Remove an entry's originals and what only served them (its settled proposal and digest
+    rows); the archive row stays as a tombstone that says when and why."""
     db.execute("DELETE FROM originals WHERE seq = ?", (seq,))
     db.execute("UPDATE archive SET evicted = ?, evict_reason = ? WHERE seq = ?", (now, reason, seq))
+    ref = "(SELECT ref FROM archive WHERE seq = ?)"
+    db.execute(f"DELETE FROM digests WHERE ref = {ref}", (seq,))
+    db.execute(f"DELETE FROM proposals WHERE ref = {ref} AND state NOT IN ('planned', 'sent')", (seq,))

@@ -69,7 +69,9 @@ def test_region_text_cannot_inject_chat_template_tokens(engine: LlamaEngine) -> 
 async def test_fixed_prefix_is_reused_across_jobs(engine: LlamaEngine) -> None:
     await engine.prime(gist.PREFIX)
     first = await engine.generate(gist.PREFIX, PROSE, gist.SUFFIX, max_tokens=8)
-    second = await engine.generate(gist.PREFIX, "The agent ran `ls` and saw 3 files.", gist.SUFFIX, max_tokens=8)
+    second = await engine.generate(
+        gist.PREFIX, "The agent ran `ls` and saw 3 files.", gist.SUFFIX, max_tokens=8
+    )
     for g in (first, second):
         assert g.prefix_tokens > 50
         assert g.reused_tokens == g.prefix_tokens  # only data and suffix were evaluated
@@ -77,7 +79,9 @@ async def test_fixed_prefix_is_reused_across_jobs(engine: LlamaEngine) -> None:
     assert stats["prefix_tokens_reused"] == stats["prefix_tokens_full"]
 
 
-async def test_same_prompt_same_bytes_cold_warm_and_in_another_engine(engine: LlamaEngine, model_path: str) -> None:
+async def test_same_prompt_same_bytes_cold_warm_and_in_another_engine(
+    engine: LlamaEngine, model_path: str
+) -> None:
     warm = await engine.generate(gist.PREFIX, gist.quote(PROSE), gist.SUFFIX, max_tokens=40)
     await engine.generate(gist.PREFIX, "something else entirely", gist.SUFFIX, max_tokens=4)
     again = await engine.generate(gist.PREFIX, gist.quote(PROSE), gist.SUFFIX, max_tokens=40)
@@ -120,7 +124,9 @@ async def test_cancel_is_checked_between_tokens(engine: LlamaEngine) -> None:
     cancelled = engine.cancelled
     engine.current_tokens = 0
     task = asyncio.create_task(
-        engine.generate(gist.PREFIX, "Count from 1 to 500, one number per line.", "\n1\n2\n3\n", max_tokens=400)
+        engine.generate(
+            gist.PREFIX, "Count from 1 to 500, one number per line.", "\n1\n2\n3\n", max_tokens=400
+        )
     )
     for _ in range(600):  # wait until decoding has started
         if engine.current_tokens >= 2:

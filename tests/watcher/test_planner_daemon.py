@@ -19,14 +19,20 @@ from watcher.trajectories import Trajectory, load
 BUDGET = 12000
 
 
-async def _play(endpoint: str, traj: Trajectory, planner: str) -> tuple[dict[str, object], list[tuple[Proposal, list[Section]]]]:
+async def _play(
+    endpoint: str, traj: Trajectory, planner: str
+) -> tuple[dict[str, object], list[tuple[Proposal, list[Section]]]]:
     applied: list[tuple[Proposal, list[Section]]] = []
-    async with AgentLink(endpoint, agent=f"planner-{planner}", budget=BUDGET, reserve=0.15, planner=planner) as link:
+    async with AgentLink(
+        endpoint, agent=f"planner-{planner}", budget=BUDGET, reserve=0.15, planner=planner
+    ) as link:
         for turn in traj.turns[:60]:
             await link.append(*turn, wait=True)
             while True:
                 try:
-                    p = await asyncio.wait_for(link.proposals.get(), 0.05 if link.context.tokens <= BUDGET else 3)
+                    p = await asyncio.wait_for(
+                        link.proposals.get(), 0.05 if link.context.tokens <= BUDGET else 3
+                    )
                 except TimeoutError:
                     break
                 before = [s for i in p.replaces if (s := link.context.get(i)) is not None]

@@ -47,22 +47,53 @@ def cases(draw: st.DrawFn) -> Case:
     big = max(50, budget // 8)
     secs: list[Section] = []
     if draw(st.booleans()):
-        secs.append(Section("sys", "system", "You are an agent.", tokens=draw(st.integers(10, 400)), priority="critical", pinned=True))
-    secs.append(Section("task", "user", "Fix " + draw(texts()), tokens=draw(st.integers(10, 400)), priority="critical"))
+        secs.append(
+            Section(
+                "sys",
+                "system",
+                "You are an agent.",
+                tokens=draw(st.integers(10, 400)),
+                priority="critical",
+                pinned=True,
+            )
+        )
+    secs.append(
+        Section(
+            "task", "user", "Fix " + draw(texts()), tokens=draw(st.integers(10, 400)), priority="critical"
+        )
+    )
     for t in range(draw(st.integers(0, 30))):
         extra = draw(st.sampled_from(["none", "none", "none", "digest", "pinned", "instruction", "low"]))
         if extra == "digest":
-            secs.append(Section(f"d{t}", "digest", "[digest] " + draw(texts()), tokens=draw(st.integers(48, 600))))
+            secs.append(
+                Section(f"d{t}", "digest", "[digest] " + draw(texts()), tokens=draw(st.integers(48, 600)))
+            )
         elif extra == "pinned":
-            secs.append(Section(f"p{t}", "user", "decision: " + draw(texts()), tokens=draw(st.integers(5, 200)), pinned=True))
+            secs.append(
+                Section(
+                    f"p{t}",
+                    "user",
+                    "decision: " + draw(texts()),
+                    tokens=draw(st.integers(5, 200)),
+                    pinned=True,
+                )
+            )
         elif extra == "instruction":
-            secs.append(Section(f"u{t}", "user", "now " + draw(texts()), tokens=draw(st.integers(5, 200)), priority="high"))
+            secs.append(
+                Section(
+                    f"u{t}", "user", "now " + draw(texts()), tokens=draw(st.integers(5, 200)), priority="high"
+                )
+            )
         elif extra == "low":
-            secs.append(Section(f"o{t}", "other", draw(texts()), tokens=draw(st.integers(5, 300)), priority="low"))
+            secs.append(
+                Section(f"o{t}", "other", draw(texts()), tokens=draw(st.integers(5, 300)), priority="low")
+            )
         g = f"g{t}"
         secs.append(Section(f"a{t}", "assistant", draw(texts()), tokens=draw(st.integers(5, 400)), group=g))
         if draw(st.booleans()):
-            secs.append(Section(f"r{t}", "tool_result", draw(texts()), tokens=draw(st.integers(1, big)), group=g))
+            secs.append(
+                Section(f"r{t}", "tool_result", draw(texts()), tokens=draw(st.integers(1, big)), group=g)
+            )
     return Case(secs, marks, draw(st.integers(0, 5)))
 
 

@@ -130,11 +130,12 @@ async def test_an_agent_recalls_across_its_own_sessions(nomodel: DaemonProcess) 
     async with AgentLink(nomodel.endpoint, agent="multi", budget=BUDGET, reserve=0.2, session="s1") as link:
         applied = await fill(link, "x", 30, 8)
     ref = applied[0][0].archive[0]
+    marker = applied[0][1][0].text.split(":")[0] + ":"  # "x item N:" of an archived section
     async with AgentLink(nomodel.endpoint, agent="multi", budget=BUDGET, reserve=0.2, session="s2") as link:
         assert (await link.recall(ref))[ref] == applied[0][1]
-        hits, _ = await link.search("x item 0:", session="s1")
+        hits, _ = await link.search(marker, session="s1")
         assert hits and all(h["session"] == "s1" for h in hits)
-        assert await link.search("x item 0:", session="s2") == ([], None)
+        assert await link.search(marker, session="s2") == ([], None)
 
 
 def run_recall(*args: str) -> subprocess.CompletedProcess[str]:
@@ -168,10 +169,9 @@ async def test_recall_cli_reads_the_store_with_the_daemon_up_or_down(
     assert [Section.from_wire(r["section"], 1 << 20) for r in records] == originals
     listed = await asyncio.to_thread(run_recall, "--state-dir", state, "--agent", "human", "--list")
     assert ref in listed.stdout and "acked" in listed.stdout
-    found = await asyncio.to_thread(
-        run_recall, "--state-dir", state, "--agent", "human", "--search", "h item 0:"
-    )
-    assert "h0" in found.stdout
+    marker = originals[0].text.split(":")[0] + ":"  # "h item N:"
+    found = await asyncio.to_thread(run_recall, "--state-dir", state, "--agent", "human", "--search", marker)
+    assert originals[0].id in found.stdout
     other = await asyncio.to_thread(run_recall, "--state-dir", state, "--agent", "someone-else", ref)
     assert other.returncode == 1 and "no archive entry" in other.stdout
     missing = await asyncio.to_thread(run_recall, "--state-dir", str(tmp_path / "nope"), "--agent", "x", "a1")

@@ -13,8 +13,14 @@ from watcher.trajectories import load
 def _turns() -> list[list[Section]]:
     return [
         [Section("task", "user", "Fix parse_args in cli.py", priority="critical")],
-        [Section("a1", "assistant", "read cli.py", group="1"), Section("r1", "tool_result", "def load_config(): ...", group="1")],
-        [Section("a2", "assistant", "run the tests", group="2"), Section("r2", "tool_result", "FooError: boom", group="2")],
+        [
+            Section("a1", "assistant", "read cli.py", group="1"),
+            Section("r1", "tool_result", "def load_config(): ...", group="1"),
+        ],
+        [
+            Section("a2", "assistant", "run the tests", group="2"),
+            Section("r2", "tool_result", "FooError: boom", group="2"),
+        ],
         [Section("a3", "assistant", "now look at load_config and FooError", group="3")],
         [Section("a4", "assistant", "done", group="4")],
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from watcher.config import RELEVANCE_METHODS as CONFIG_METHODS
 from watcher.config import CompactionConfig
 from watcher.identifiers import identifiers, terms
 from watcher.relevance import RELEVANCE_METHODS, MentionModel, goal_indices
-from watcher.scoring import Scorer, ScoreParams, features, score_params, turn_ages
+from watcher.scoring import ScoreParams, Scorer, features, score_params, turn_ages
 from watcher.trajectories import Trajectory, load
 
 
@@ -58,8 +59,10 @@ def test_a_superseded_read_scores_lower_than_the_same_read_alone(sympy: Trajecto
     """The first of two identical reads loses nothing the second does not still hold."""
     secs = [s for turn in sympy.turns[:6] for s in turn]
     read = next(s for s in secs if s.id == "s00005")
-    again = [Section("again-call", "assistant", "THOUGHT: read it again", tokens=8, group="again"),
-             replace(read, id="again-out", group="again")]
+    again = [
+        Section("again-call", "assistant", "THOUGHT: read it again", tokens=8, group="again"),
+        replace(read, id="again-out", group="again"),
+    ]
     alone = Scorer().scores(secs)[secs.index(read)]
     superseded = Scorer().scores([*secs, *again])[secs.index(read)]
     assert alone > 0
@@ -108,7 +111,7 @@ def test_region_value_never_decreases_as_the_region_grows(sympy: Trajectory) -> 
     v = Scorer().valuation(secs)
     for i in range(2, 60, 7):
         values = [v.region(i, j) for j in range(i + 1, min(i + 30, len(secs)))]
-        assert all(b >= a - 1e-9 for a, b in zip(values, values[1:], strict=False))
+        assert all(b >= a - 1e-9 for a, b in itertools.pairwise(values))
 
 
 def test_priority_weights_scale_the_score(sympy: Trajectory) -> None:

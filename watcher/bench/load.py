@@ -211,14 +211,25 @@ async def run_agent(
 # --- sampling the daemon ------------------------------------------------------------------------------
 
 
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
 def proc_sample(pid: int) -> tuple[float, float]:
-    """(RSS MiB, CPU seconds) of a process."""
-    rss = 0.0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) / 1024
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return rss, (int(fields[11]) + int(fields[12])) / CLK_TCK
+    """(RSS MiB, CPU seconds) of a process and its children (the digest worker)."""
+    rss = cpu = 0.0
+    for p in [pid, *_children(pid)]:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss += int(line.split()[1]) / 1024
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return rss, cpu
 
 
 async def ask_status(ctx: zmq.asyncio.Context, endpoint: str, within_s: float = 5.0) -> dict[str, Any] | None:

@@ -1,0 +1,158 @@
+"""Digests of real trajectory regions: smaller, facts kept verbatim, stable bytes, degraded fallbacks."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from summarizer.digest import (
+    GIST_CHUNK_CHARS,
+    Item,
+    Summarizer,
+    approx_tokens,
+    prose_chunks,
+)
+from summarizer.engine import EngineSettings, LlamaEngine, ModelError
+from summarizer.tokenizer import load_counter
+from watcher.bench.summarizer import Region, cut_regions
+from watcher.planner import digest_target
+from watcher.trajectories import load_many
+
+
+@pytest.fixture(scope="module")
+def count(model_path: str) -> object:
+    return load_counter(model_path)
+
+
+SUFFIXES = (".json", ".jsonl", ".traj")
+
+
+@functools.cache
+def _regions(trajectories: Path, model_path: str, n: int, seed: int) -> list[Region]:
+    paths = sorted(
+        p for p in trajectories.rglob("*") if p.is_file() and p.suffix in (".json", ".jsonl", ".traj")
+    )
+    return cut_regions(load_many(paths), n, seed, load_counter(model_path))
+
+
+def target(region: Region) -> int:
+    return digest_target(sum(i.tokens for i in region.items), 128_000)
+
+
+@pytest.fixture(scope="module")
+def engine(model_path: str) -> Iterator[LlamaEngine]:
+    eng = LlamaEngine(EngineSettings(model_path, flash_attn=True))
+    yield eng
+    eng.close()
+
+
+async def test_deterministic_digests_are_small_keep_planted_facts_and_are_stable(
+    trajectories: Path, model_path: str
+) -> None:
+    regions = _regions(trajectories, model_path, 16, 11)
+    counter = load_counter(model_path)
+    summ = Summarizer(None, count=counter)
+    assert summ.degraded and summ.degraded_reason == "no model"
+    planted = found = before = after = 0
+    for i, r in enumerate(regions):
+        d = await summ.digest(r.items, f"a{i}", target(r))
+        assert d.method == "deterministic"
+        assert d.tokens == counter(d.text)
+        assert d.tokens < d.tokens_before and d.tokens <= target(r), (r.name, d.tokens, target(r))
+        assert d.text.startswith(f"[compactd digest of {len(r.items)} sections ")
+        assert all(f in d.text for f in d.facts)
+        planted += len(r.planted)
+        found += sum(1 for f in r.planted if f in d.text)
+        before, after = before + d.tokens_before, after + d.tokens
+        again = await summ.digest(r.items, f"a{i}", target(r))
+        assert again.text == d.text  # stable bytes
+    assert found / planted >= 0.95  # fact_retention
+    assert before / after >= 4  # compression_ratio
+
+
+async def test_an_earlier_digest_is_kept_verbatim_never_resummarized() -> None:
+    old = "[compactd digest of 3 sections s1..s3: 900 tokens archived as a1; recall a1 for the originals]"
+    items = [
+        Item("d1", "digest", old, 30),
+        Item("s4", "assistant", "I reran the tests in tests/test_io.py; 41 passed. " * 20, 300),
+        Item("s5", "tool_result", "ok\n" * 400, 400),
+    ]
+    d = await Summarizer(None).digest(items, "a2", 200)
+    assert f"- d1 digest: {old}" in d.text
+    assert prose_chunks(items, 10_000) and all("d1" not in ids for ids, _ in prose_chunks(items, 10_000))
+
+
+def test_long_prose_is_chunked_to_fit_the_model_context() -> None:
+    items = [
+        Item(f"s{i}", "assistant", f"Step {i}: I edited module_{i}.py and reran the tests. " * 12, 200)
+        for i in range(12)
+    ]
+    for room in (10_000, 300):
+        chunks = prose_chunks(items, room)
+        assert len(chunks) > 1
+        covered = [i for ids, _ in chunks for i in ids]
+        assert covered == [it.id for it in items]  # every prose section once, in order
+        assert all(len(data) <= min(GIST_CHUNK_CHARS, room * 2) for _, data in chunks)
+
+
+async def test_model_digest_is_smaller_keeps_facts_and_has_stable_bytes(
+    trajectories: Path, model_path: str, engine: LlamaEngine
+) -> None:
+    region = next(r for r in _regions(trajectories, model_path, 16, 11) if prose_chunks(r.items, 10_000))
+    summ = Summarizer(engine)
+    await summ.warm()
+    d = await summ.digest(region.items, "a1", target(region))
+    assert d.generations, "a gist was attempted"
+    assert d.tokens < d.tokens_before
+    det = await Summarizer(None, count=engine.count_tokens).digest(region.items, "a1", target(region))
+    assert set(det.facts) <= set(d.facts)  # the model never costs a key fact
+    assert not summ.degraded
+    again = await summ.digest(region.items, "a1", target(region))
+    other = LlamaEngine(EngineSettings(model_path, flash_attn=True))
+    try:
+        fresh = await Summarizer(other).digest(region.items, "a1", target(region))
+    finally:
+        other.close()
+    assert d.text == again.text == fresh.text  # same bytes: warm engine, and another engine
+
+
+async def test_corrupt_model_degrades_and_reload_recovers(tmp_path: Path, model_path: str) -> None:
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(b"GGUF" + bytes(range(256)) * 16)
+    summ = Summarizer(None, settings=EngineSettings(str(bad)), degraded_reason="model unavailable")
+    with pytest.raises(ModelError, match="could not be loaded"):
+        await summ.reload()
+    assert summ.degraded and str(bad) in summ.degraded_reason
+    items = [
+        Item("s1", "assistant", "I fixed tests/test_io.py. " * 40, 250),
+        Item("s2", "tool_result", "x\n" * 600, 400),
+    ]
+    d = await summ.digest(items, "a1", 100)
+    assert d.method == "deterministic" and d.tokens < d.tokens_before
+    assert summ.count is approx_tokens
+
+    await summ.reload(model_path)
+    assert not summ.degraded and summ.engine is not None
+    assert summ.count == summ.engine.count_tokens
+    summ.engine.close()
+
+
+async def test_timeout_falls_back_backs_off_and_recovers_on_reload(model_path: str) -> None:
+    eng = LlamaEngine(EngineSettings(model_path, timeout_s=0.0))
+    try:
+        summ = Summarizer(eng)
+        items = [Item("s1", "assistant", "I ran the tests in tests/test_io.py and 3 failed. " * 12, 150)]
+        items.append(Item("s2", "tool_result", "FAILED tests/test_io.py::test_crlf\n" * 40, 400))
+        d = await summ.digest(items, "a1", 120)
+        assert d.method == "deterministic" and d.tokens < d.tokens_before
+        assert summ.degraded and "GenerationTimeout" in summ.degraded_reason
+        assert eng.timeouts == 1
+        await summ.digest(items, "a2", 120)  # backing off: the model is not tried again yet
+        assert eng.timeouts == 1 and summ.consecutive_failures == 1
+        await summ.reload()
+        assert not summ.degraded and summ.consecutive_failures == 0
+    finally:
+        eng.close()
