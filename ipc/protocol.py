@@ -95,15 +95,18 @@ def decode(frame: bytes, max_bytes: int = DEFAULT_MAX_FRAME) -> dict[str, Any]:
     if len(frame) > max_bytes:
         raise ProtocolError(E.TOO_LARGE, f"frame of {len(frame)} bytes exceeds the limit of {max_bytes}")
     try:
-        obj = msgpack.unpackb(
-            frame,
-            raw=False,
-            strict_map_key=True,
-            max_str_len=max_bytes,
-            max_bin_len=max_bytes,
-            max_array_len=MAX_SECTIONS_PER_FRAME,
-            max_map_len=MAX_SECTIONS_PER_FRAME,
-        )
+        if len(frame) <= MAX_SECTIONS_PER_FRAME:  # msgpack's own limits (the frame's length) are tighter
+            obj = msgpack.unpackb(frame, raw=False, strict_map_key=True)
+        else:
+            obj = msgpack.unpackb(
+                frame,
+                raw=False,
+                strict_map_key=True,
+                max_str_len=max_bytes,
+                max_bin_len=max_bytes,
+                max_array_len=MAX_SECTIONS_PER_FRAME,
+                max_map_len=MAX_SECTIONS_PER_FRAME,
+            )
     except Exception as exc:  # msgpack raises several unrelated types on garbage
         raise ProtocolError(E.BAD_FRAME, f"frame is not valid msgpack: {type(exc).__name__}") from None
     if not isinstance(obj, dict):

@@ -91,8 +91,10 @@ class Summarizer:
         *,
         settings: EngineSettings | None = None,
         degraded_reason: str = "",
+        gist_budget_s: float = GIST_BUDGET_S,
     ) -> None:
         self.engine = engine
+        self.gist_budget_s = gist_budget_s
         self.settings = settings or (engine.settings if engine else None)
         self._own_count = count is None  # count with the engine's tokenizer (follows reloads)
         self.count: Callable[[str], int] = count or (engine.count_tokens if engine else approx_tokens)
@@ -242,7 +244,7 @@ class Summarizer:
         gists: list[Gist] = []
         gens: list[Generation] = []
         rejected: list[str] = []
-        deadline = time.monotonic() + GIST_BUDGET_S
+        deadline = time.monotonic() + self.gist_budget_s
         # the most recent prose first; a gist is ~60 tokens, so small digests get one
         wanted = max(1, min(MAX_GIST_CHUNKS, target_tokens // GIST_TOKENS_PER_CHUNK))
         for ids, data in chunks[-wanted:]:

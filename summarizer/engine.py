@@ -191,7 +191,10 @@ class LlamaEngine:
         return int(llama_cpp.llama_model_n_params(self._llm.model))
 
     def count_tokens(self, text: str) -> int:
-        """Token count with the model's tokenizer (thread-safe: the vocabulary is read-only)."""
+        """Token count with the model's tokenizer (thread-safe: the vocabulary is read-only).
+        After close(), a conservative estimate (a retired engine may still be asked)."""
+        if self._closed:
+            return len(text) // 3 + 1
         return len(self._llm.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=False))
 
     def tokenize(self, text: str, special: bool = True) -> list[int]:
@@ -281,7 +284,9 @@ class LlamaEngine:
             self._kv = []
             self._kv_prefix = 0
             self.reloads += 1
-            old.close()
+            # not old.close(): a token count running on another thread may still hold the old
+            # model; the last reference going away frees it (llama_cpp's finalizer)
+            del old
         for prefix in list(self._primed):
             self.prime_sync(prefix)
 

@@ -24,7 +24,9 @@ _EXTENSIONS = (
     "py|pyi|pyx|js|mjs|ts|tsx|jsx|java|kt|c|h|cc|cpp|hpp|go|rs|rb|php|cs|swift|scala|pony|md|rst|txt|json|"
     "jsonl|yaml|yml|toml|cfg|ini|sh|html|css|sql|xml|lock|conf|log|csv|ipynb|gradle|mk"
 )
-_FILE = re.compile(rf"[\w\-]{{1,100}}\.(?:{_EXTENSIONS})(?![\w])")
+_RUN = re.compile(r"[\w.\-]+")  # maximal runs: one pass, no backtracking over long words
+_FILE = re.compile(rf"[\w\-]+\.(?:{_EXTENSIONS})(?![\w])")
+MAX_FILE_RUN = 300  # a run longer than this is not a file name (base64, a long word): skipped
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,79}")
 _CAMEL = re.compile(r"[A-Z]?[a-z0-9]+[A-Z]|[A-Z]{2,}[a-z]")  # a hump after a lower-case run
 _TERM = re.compile(r"[a-z0-9_]{3,40}")
@@ -77,8 +79,10 @@ def identifiers(text: str) -> frozenset[str]:
     """The identifiers of ``text`` (see the module docstring), generic ones left out."""
     text = window(text)
     out: set[str] = set()
-    for m in _FILE.finditer(text):
-        out.add(m[0])
+    for m in _RUN.finditer(text):
+        run = m[0]
+        if "." in run and len(run) <= MAX_FILE_RUN:
+            out.update(_FILE.findall(run))
     for m in _WORD.finditer(text):
         w = m[0]
         if _is_code_name(w):

@@ -2,25 +2,30 @@
 
 A plan is made only when (projected) usage reaches the high watermark, and it aims at the low
 watermark: it removes ``need = tokens + growth - low`` (the digest counted; ``growth`` is what the
-context is expected to gain before the digest is ready, 0 without look-ahead) and not much more. Among the
-regions that achieve that, it takes the one that loses the least value (the sum of the sections'
-scores, watcher.scoring) plus the prompt-cache cost of cutting there (``cache_weight`` ×
-invalidated prefix tokens / budget: a cut invalidates the agent's cache from its first replaced
-section onward, so later cuts are cheaper). Each region is minimal for where it starts, so a plan
-never removes far more than needed: dropping its last group would leave ``need`` unmet. When no
-region can meet ``need`` (what is left is mostly anchors), the plan folds the region that saves the
-most; when nothing at all is foldable it returns None and the server says so once.
+context is expected to gain before the digest is ready, 0 without look-ahead) and not much more.
+Among the regions that achieve that, ``optimistic`` takes the one that loses the least value (what
+folding it would lose, valued as a whole: watcher.scoring) plus the prompt-cache cost of cutting
+there (``cache_weight`` × invalidated prefix tokens / budget: a cut invalidates the agent's cache
+from its first replaced section onward, so later cuts are cheaper). Each region is minimal for
+where it starts, so a plan never removes far more than needed: dropping its last group would leave
+``need`` unmet. When no region can meet ``need`` (what is left is mostly anchors), the plan folds
+the region that saves the most; when nothing at all is foldable it returns None and the server
+says so once. One region per plan keeps cuts few and contiguous: one cache miss per compaction.
 
 Anchors are never in a region: the system prompt, user instructions (user sections of priority
-critical or high), critical and pinned sections (the current goal, decisions), prior digests
-(kept verbatim: a digest is never summarized again) and the freshest N turns. A turn is a run of
-sections sharing a ``group`` (an LLM step and the tool outputs answering it); an ungrouped
-section is a turn of its own. A fresh section bigger than half the gap between the watermarks is
-not protected: it cannot stay whole anyway. Groups are never split.
+critical or high), critical and pinned sections (the current goal, decisions), prior digests and
+outputs folded in place before (kept verbatim: a digest is never summarized again) and the
+freshest N turns. A turn is a run of sections sharing a ``group`` (an LLM step and the tool
+outputs answering it); an ungrouped section is a turn of its own. A fresh section bigger than
+half the gap between the watermarks is not protected: it cannot stay whole anyway. Groups are
+never split.
 
-Strategies: ``optimistic`` scores by priority × relevance × recency × density; ``recency`` is the
-same machinery with score = recency only (the regret baseline). Other strategies (the replay
-baselines) live in watcher.strategies.
+``recency``, the baseline regret is measured against, is the same machinery (anchors, watermarks,
+look-ahead, minimal regions, groups, digests) with the score = recency only: the age order decides,
+so it folds the oldest region that meets the need, as the vertical slice and agents' own
+``/compact`` do. (Summing a recency score with the cache term instead would let the half-life, an
+arbitrary constant, decide between early and late cuts.) Other strategies (the replay baselines
+``reactive`` and ``masking``) live in watcher.strategies.
 """
 
 from __future__ import annotations

@@ -132,6 +132,9 @@ class Reloader:
         # --- the swap: no await from here on --------------------------------------------------------
         d.apply_config(new, engine)
         self._resolve_agents(new)
+        listener = d.listener  # CURVE: re-read the allowed client keys
+        if listener is not None and (keys := listener.reload_keys()) is not None:
+            log.info("curve_keys_reloaded", allowed_keys=keys)
         log.info("reloaded", source=new.source or "defaults", changed=changed)
         return True
 

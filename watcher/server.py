@@ -63,6 +63,10 @@ Listener = Callable[[str, str | None, dict[str, Any]], None]
 
 DRAIN_BATCH = 256  # frames handled per wake-up of the serving loop before it yields
 RESYNC_REPEAT_S = 2.0  # while unsynced, a DELTA without id repeats the RESYNC at most this often
+def _non_negative(v: int) -> bool:
+    return v >= 0
+
+
 # Requests that need an attached agent → the Server method handling them (state, msg, ref).
 _HANDLERS = {
     T.SNAPSHOT: "_snapshot",
@@ -114,17 +118,28 @@ class Server:
         # and checks the socket's events itself, so no edge is missed.
         drain: zmq.Socket[bytes] = zmq.Socket.shadow(self.sock.underlying)
         self._drain = drain
+        recv: Any = None  # the pending receive (a future), cancelled when stop is set
+
+        def on_stop(_: object) -> None:
+            if recv is not None and not recv.done():
+                recv.cancel()
+
         stopper = asyncio.create_task(stop.wait(), name="server-stop")
+        stopper.add_done_callback(on_stop)
         try:
             while not stop.is_set():
-                recv = asyncio.ensure_future(self.sock.recv_multipart(copy=True))
-                done, _ = await asyncio.wait({recv, stopper}, return_when=asyncio.FIRST_COMPLETED)
-                if recv not in done:
-                    recv.cancel()
-                    break
+                # awaited directly (no asyncio.wait per wake-up): it is resolved at once when a
+                # frame is already queued, and costs a loop turn only when the socket was empty
+                recv = self.sock.recv_multipart(copy=True)
+                try:
+                    parts = await recv
+                except asyncio.CancelledError:
+                    if stop.is_set():
+                        break
+                    raise
                 self._in_loop = True
                 try:
-                    await self._on_parts(recv.result())
+                    await self._on_parts(parts)
                     for _ in range(DRAIN_BATCH):  # bounded: compaction tasks get their turn too
                         try:
                             parts = drain.recv_multipart(zmq.NOBLOCK)
@@ -172,9 +187,12 @@ class Server:
     def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None:
         # Inside the serving loop no receive is pending, so the plain socket view may send (no
         # future per reply); elsewhere (compaction tasks) the asyncio socket keeps its events right.
-        sock = self._drain if self._in_loop and self._drain is not None else self.sock
         try:
-            sock.send_multipart([peer, encode(msg)], flags=zmq.NOBLOCK)
+            if self._in_loop and self._drain is not None:
+                self._drain.send(peer, zmq.SNDMORE | zmq.NOBLOCK)  # a routed message is atomic
+                self._drain.send(encode(msg), zmq.NOBLOCK)
+            else:
+                self.sock.send_multipart([peer, encode(msg)], flags=zmq.NOBLOCK)
         except zmq.ZMQError as exc:  # peer gone (ROUTER_MANDATORY) or its queue is full
             if not quiet:
                 log.warning("send_failed", peer=peer.hex(), type=msg.get("t"), error=str(exc))
@@ -363,7 +381,7 @@ class Server:
         return out
 
     def _delta(self, state: AgentState, msg: dict[str, Any], ref: int | None) -> None:
-        base = field(msg, "base", int, check=lambda v: v >= 0, what="a non-negative int")
+        base = field(msg, "base", int, check=_non_negative, what="a non-negative int")
         version = field(msg, "version", int, default=base + 1, what="an int")
         ops = parse_ops(msg, self.max_frame)
         state.staged = None  # a DELTA in the middle of a multi-part SNAPSHOT voids it

@@ -179,6 +179,7 @@ async def test_kill_during_ack_settles_as_acked_after_restart(daemons: Daemons, 
         # and compaction goes on, with ids that never repeat
         more: dict[str, list[Section]] = {}
         await push(link, "c", 30, more)
+        await link.status()  # every ACK sent so far is processed before this answer
         assert more and not set(more) & set(applied)
         assert all(states(tmp_path)[p] == "acked" for p in more)
 
@@ -202,6 +203,7 @@ async def test_kill_while_summarizing_leaves_no_orphans(daemons: Daemons, tmp_pa
         assert orphans[0] not in left and integrity == "ok"  # boot recovery removed it
         assert "planned" not in states(tmp_path).values()
         await push(link, "e", 20, applied)
+        await link.status()  # every ACK sent so far is processed before this answer
         assert all(states(tmp_path)[p] == "acked" for p in applied)
 
 

@@ -197,6 +197,7 @@ def test_frame_limits(raw: Raw, proto_daemon: DaemonProcess) -> None:
     with SyncAgentLink(proto_daemon.endpoint, agent="limits-ok", budget=4000) as good:
         good.append(sec(1), wait=True)
         assert good.status()["agents"][0]["sections"] == 1
+        assert good.next_proposal(timeout=0) is None and good.ping() > 0 and good.alive
 
 
 # --- proposals ------------------------------------------------------------------------------------------

@@ -198,6 +198,17 @@ async def test_tcp_with_curve_admits_only_allowed_keys(tmp_path: Path) -> None:
         assert second.returncode == 1 and "Address already in use" in second.stderr
         assert d.proc.poll() is None
         assert b"curve_client_denied" in d.log_path.read_bytes()
+        # allowing the stranger's key takes a SIGHUP, not a restart
+        (allowed / "stranger.key").write_bytes((keys / "stranger.key").read_bytes())
+        d.proc.send_signal(signal.SIGHUP)
+        for _ in range(100):
+            if b"curve_keys_reloaded" in d.log_path.read_bytes():
+                break
+            await asyncio.sleep(0.05)
+        reply = await ask_status(
+            endpoint, curve_serverkey=server_pub, curve_publickey=b_pub, curve_secretkey=b_sec
+        )
+        assert reply is not None and reply["t"] == "STATE"
 
 
 # --- ipc:// modes and ownership ---------------------------------------------------------------------

@@ -17,8 +17,10 @@ kept, since both share the machine's cores with the client and anything else run
    (budget twice the context in both), same deltas; the daemon process's CPU time per delta
    (user + system, all threads, from /proc) gives the ratio.
 
-CPU time per message is also reported for both servers and for the client: it does not depend on
-what else runs on the machine, unlike rates and latencies. The raw loop's rate is usually bounded
+CPU time per message is also reported for both servers and for the client: it depends much less
+on what else runs on the machine than rates and latencies do. ``cpu_ratio_vs_raw`` is the echo
+server's CPU per message over the daemon's CPU per delta (the load-independent form of
+``ratio_vs_raw``). The raw loop's rate is usually bounded
 by the client (one Python process sending and receiving), which ``client_cpu_us_per_msg`` shows.
 
 Each delta appends one section (50 tokens) and removes the oldest section the bench appended, so
@@ -417,6 +419,7 @@ def _measure(
         "daemon_cpu_us_per_delta_1m": round(scale[1_000_000], 2),
         "daemon_cpu_us_per_delta": us["daemon"],
         "raw_server_cpu_us_per_msg": us["raw"],
+        "cpu_ratio_vs_raw": round(cpu["raw"] / cpu["daemon"], 3) if cpu["daemon"] else 0.0,
         "client_cpu_us_per_msg": {"raw": us["client_raw"], "daemon": us["client_daemon"]},
         "daemon_handle_us_per_delta": round(busy * 1e6, 2),
         "goals": {
