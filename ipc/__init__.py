@@ -1,7 +1,6 @@
-"""compactd's wire protocol and the client library agents embed (no daemon code, no model).
-
-    from ipc import AgentLink, SyncAgentLink, Section, Transcript
-"""
+"""compactd's wire protocol and the client library agents embed (no daemon code, no model):
+``AgentLink`` (asyncio), ``SyncAgentLink`` (threads), ``Transcript`` (OpenAI / Anthropic message
+lists), ``Section`` and ``Context``. The protocol itself: docs/PROTOCOL.md."""
 
 from ipc.adapters import AdapterError, Transcript
 from ipc.client import AgentLink, LinkError

@@ -207,7 +207,7 @@ class Transcript:
 
     # --- proposals → messages --------------------------------------------------------------------
     def check(self, proposal: Proposal) -> str:
-        """"" if ``apply`` would succeed, else why not (the agent NACKs it as rejected)."""
+        """Why ``apply`` would fail (the agent then NACKs it as rejected); "" if it would not."""
         ids = proposal.replaces
         if not ids:
             return "empty proposal"

@@ -57,7 +57,7 @@ def simulate(
     max_rounds: int = 8,
     timings: list[float] | None = None,
 ) -> SimResult:
-    """Play ``traj``; ``timings``, if given, receives the wall time of every plan in ms."""
+    """Play ``traj``; ``timings``, if given, receives the wall time (ms) of every call that planned."""
     res = SimResult(traj.name, strategy)
     ctx: list[Section] = []
     scorer = Scorer(params)
@@ -67,10 +67,10 @@ def simulate(
         for _ in range(max_rounds):
             t0 = time.perf_counter()
             p = plan(ctx, marks, fresh, strategy=strategy, scorer=scorer, cache_weight=cache_weight)
-            if timings is not None:
-                timings.append((time.perf_counter() - t0) * 1000)
             if p is None:
                 break
+            if timings is not None:
+                timings.append((time.perf_counter() - t0) * 1000)
             start = next(i for i, s in enumerate(ctx) if s.id == p.ids[0])
             region = ctx[start : start + len(p.ids)]
             res.digest_of_digest += sum(s.kind == "digest" for s in region)

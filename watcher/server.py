@@ -63,6 +63,8 @@ Listener = Callable[[str, str | None, dict[str, Any]], None]
 
 DRAIN_BATCH = 256  # frames handled per wake-up of the serving loop before it yields
 RESYNC_REPEAT_S = 2.0  # while unsynced, a DELTA without id repeats the RESYNC at most this often
+
+
 def _non_negative(v: int) -> bool:
     return v >= 0
 
