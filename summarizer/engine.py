@@ -33,6 +33,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+# llama.cpp's OpenMP threads spin while waiting by default. Next to an agent, its tools and other
+# processes the cores are oversubscribed, and spinning threads starve each other: decoding measured
+# 5-10x slower on a loaded 2-core machine (docs/BENCHMARKS.md). Sleep instead, unless the user chose.
+# libgomp reads this once, when llama_cpp is first imported (always after this module).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 GGUF_MAGIC = b"GGUF"
 REPEAT_PENALTY = 1.1  # llama.cpp's classic repetition penalty over the last REPEAT_LAST_N output tokens
 REPEAT_LAST_N = 64

@@ -420,6 +420,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             canaries=Path(args.canaries) if args.canaries else None,
             seed=args.seed,
             progress=args.progress,
+            partial_json=Path(args.json) if args.json else None,
         )
         result = asyncio.run(run_replay(settings))
     except ReplayError as exc:

@@ -8,7 +8,7 @@ core: the loop only pickles the region out and the digest back (about a millisec
 The worker counts tokens exactly as the daemon does: with the model's own tokenizer, loaded
 vocabulary-only (no weights, ~0.1 s), or with the same character estimate when there is no model.
 It is started lazily, restarted with the right tokenizer when the model file changes, and if it
-dies the digest is computed on the loop instead (and the next one starts a fresh worker).
+dies the digest is computed on the loop instead (for RETRY_S; then a fresh worker is started).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ log = logs.get("compactd.digestpool")
 
 _worker: Summarizer | None = None  # in the worker process
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+RETRY_S = 10.0  # after the worker failed, digests are computed on the loop this long
 
 
 def _die_with_parent(parent: int) -> None:
@@ -74,6 +75,7 @@ class DigestPool:
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
         self._model_path: str | None = None
+        self._retry_at = 0.0  # after a failure, digests stay on the loop until then
         self.remote = 0  # digests computed by the worker
         self.local = 0  # digests computed on the loop because the worker failed
         self.restarts = 0
@@ -104,11 +106,15 @@ class DigestPool:
         self, model_path: str, count: Callable[[str], int], items: Sequence[Item], ref: str, target: int
     ) -> Digest:
         loop = asyncio.get_running_loop()
+        if loop.time() < self._retry_at:
+            self.local += 1
+            return await Summarizer(None, count=count).digest(items, ref, target)
         try:
             result = await loop.run_in_executor(self._ensure(model_path), _digest, list(items), ref, target)
         except (BrokenProcessPool, OSError, RuntimeError) as exc:  # the worker died or cannot start
-            log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}")
+            log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}", retry_s=RETRY_S)
             self._shutdown()
+            self._retry_at = loop.time() + RETRY_S  # no restart storm if it cannot start at all
             self.local += 1
             return await Summarizer(None, count=count).digest(items, ref, target)
         self.remote += 1

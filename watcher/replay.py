@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -63,6 +64,7 @@ class ReplaySettings:
     canaries: Path | None = None
     seed: int = 0
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
+    partial_json: Path | None = None  # rewritten after each policy with the results so far
 
     @property
     def policy(self) -> str:
@@ -334,8 +336,12 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
 
     loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
-        for policy in s.policies:
+        for i, policy in enumerate(s.policies):
             runs[policy] = await _play_policy(s, policy, played, progress)
+            if s.partial_json is not None:  # a long run keeps what it has measured so far
+                done = {p: runs[p] for p in s.policies[: i + 1]}
+                text = json.dumps(_result(s, played, done), indent=2, sort_keys=True)
+                s.partial_json.write_text(text + "\n", encoding="utf-8")
     except asyncio.CancelledError:
         if stopped.is_set():
             raise ReplayError("stopped by SIGTERM") from None
@@ -343,6 +349,12 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
     finally:
         progress.close()
         loop.remove_signal_handler(signal.SIGTERM)
+    return _result(s, played, runs)
+
+
+def _result(
+    s: ReplaySettings, played: list[tuple[Trajectory, list[Canary]]], runs: dict[str, list[Run]]
+) -> dict[str, Any]:
     return {
         "policies": {
             p: {"aggregate": aggregate(rs), "trajectories": {r.name: r.metrics() for r in rs}}

@@ -363,6 +363,8 @@ class Server:
         state.pending.clear()  # proposals computed against the old mirror are void...
         settled = self._settle(state)  # ...unless the store says they are still open (watcher.recovery)
         self._synced(state, ref)
+        if settled.reoffered:
+            self.store.sync_wal()  # durable before they leave again (rare: after a restart)
         for pending in settled.reoffered:
             self.send(state.peer, pending.proposal.to_wire())
 
@@ -487,6 +489,7 @@ class Server:
     def _restore(self, state: AgentState, msg: dict[str, Any], ref: int | None) -> None:
         req = parse_restore(msg)
         reply = restore_op(self.store, state, req, ref, self.max_frame, self.summarizer.count)
+        self.meter.set(state, limits.mirror_bytes(state.ctx))  # (it was this agent's mirror once)
         log.info(
             "checkpoint_restored",
             agent=state.agent,
@@ -698,7 +701,11 @@ class Server:
             return
         if not self._record(state, pending):
             return
-        state.pending[pending.proposal.proposal] = pending
+        state.pending[pending.proposal.proposal] = pending  # (no second job starts meanwhile)
+        await asyncio.to_thread(self.store.sync_wal)  # durable before it leaves, off the loop
+        crashpoint("before_send")
+        if self.agents.get(state.agent) is not state:
+            return  # gone meanwhile: settled when it resumes (re-offered) or attaches afresh
         pr = pending.proposal
         log.info(
             "proposal_sent",
@@ -734,7 +741,6 @@ class Server:
                 self.store.transition(state.agent, p.proposal, "expired", reason="store failure")
             self._abandon(state, pending)
             return False
-        crashpoint("before_send")
         return True
 
     def _abandon(self, state: AgentState, pending: Pending) -> None:
@@ -751,8 +757,6 @@ class Server:
                 n = self.store.expire_open(agent, older_than=cutoff, reason="its agent did not come back")
                 if n:
                     log.info("proposals_expired", agent=agent, count=n)
-        if self.store.synchronous != self.cfg.store.synchronous:  # changed by a reload
-            self.store.set_synchronous(self.cfg.store.synchronous)
         if now - self._retention_at >= RETENTION_EVERY_S:
             self._retention_at = now
             self.store.retention_days = self.cfg.store.retention_days

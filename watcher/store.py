@@ -322,6 +322,7 @@ class Store:
         self.clock = clock
         self._lock_fd = lock_fd
         self.commits = 0
+        self.syncs = 0
         self.sync_points = True  # fsync the points of no return at level normal (see _tx)
         self.archived_bytes = self._scalar(
             "SELECT COALESCE(SUM(bytes), 0) FROM archive WHERE evicted IS NULL"
@@ -404,13 +405,6 @@ class Store:
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def set_synchronous(self, level: str) -> None:
-        if level not in SYNCHRONOUS_LEVELS:
-            raise StoreError(f"store.synchronous must be one of {', '.join(SYNCHRONOUS_LEVELS)}")
-        if self.path != ":memory:":
-            self.db.execute(f"PRAGMA synchronous = {level.upper()}")
-        self.synchronous = level
-
     @property
     def schema_version(self) -> int:
         return int(self._scalar("PRAGMA user_version"))
@@ -426,9 +420,8 @@ class Store:
 
     @contextlib.contextmanager
     def _tx(self, durable: bool = False) -> Iterator[sqlite3.Connection]:
-        """One transaction. ``durable``: a point of no return (a proposal about to leave, a
-        checkpoint saved): at level ``normal`` this commit alone is fsynced, as under ``full``;
-        in WAL mode that makes every earlier commit durable too (the archive of the proposal)."""
+        """One transaction. ``durable`` (a checkpoint save): at level ``normal`` this commit alone
+        is fsynced, as under ``full``; in WAL mode that makes every earlier commit durable too."""
         sync = durable and self.sync_points and self.synchronous == "normal"
         if sync:
             self.db.execute("PRAGMA synchronous = FULL")
@@ -444,6 +437,24 @@ class Store:
             if sync:
                 self.db.execute("PRAGMA synchronous = NORMAL")
         self.commits += 1
+
+    def sync_wal(self) -> None:
+        """Make every commit so far durable against power loss: fsync the WAL file. At level
+        ``normal`` the server calls this (in a thread, off the event loop) after marking a
+        proposal sent and before sending it; commits are written to the WAL (in the OS's cache)
+        before they return, so one fsync covers the archive and the proposal. A no-op at ``off``
+        (by choice) and at ``full``/``extra`` (every commit is already synced)."""
+        if self.synchronous != "normal" or not self.sync_points or self.path == ":memory:":
+            return
+        try:
+            fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return  # no WAL: everything is in the database file (a checkpoint synced it)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.syncs += 1
 
     def next_id_floor(self) -> int:
         """One more than the largest number in any stored ref, proposal or digest id, so ids handed
@@ -664,8 +675,8 @@ class Store:
     ) -> str:
         """Move ``proposal`` to state ``to``; returns the state it was in. TransitionError if the state
         machine does not allow it (or the proposal is unknown to this agent). The move to ``sent``
-        is the point of no return: fsynced (see _tx) before the proposal leaves."""
-        with self._tx(durable=to == "sent") as db:
+        is the point of no return: the server calls :meth:`sync_wal` before the proposal leaves."""
+        with self._tx() as db:
             row = db.execute(
                 "SELECT state FROM proposals WHERE proposal = ? AND agent = ?", (proposal, agent)
             ).fetchone()

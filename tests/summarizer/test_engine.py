@@ -96,7 +96,7 @@ async def test_same_prompt_same_bytes_cold_warm_and_in_another_engine(
 
 
 async def test_output_is_bounded(engine: LlamaEngine) -> None:
-    g = await engine.generate(gist.PREFIX, LONG, gist.SUFFIX, max_tokens=5)
+    g = await engine.generate(gist.PREFIX, PROSE, gist.SUFFIX, max_tokens=5)
     assert g.completion_tokens <= 5
     assert g.stopped in ("length", "stop")
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
+from ipc.sections import Section
 from summarizer import gist
 from summarizer.digest import GIST_MAX_TOKENS, Digest, Item, Summarizer, prose_chunks
 from summarizer.engine import EngineSettings, LlamaEngine, ModelError
@@ -136,32 +137,36 @@ def _plant(items: list[Item], rng: random.Random, count: Any) -> tuple[list[Item
 
 
 def cut_regions(trajs: Sequence[Trajectory], n: int, seed: int, count: Any) -> list[Region]:
-    """`n` regions of REGION_MIN..REGION_MAX tokens, spread over the trajectories, seeded."""
+    """`n` regions of about REGION_MIN..REGION_MAX tokens, spread over the trajectories, seeded.
+
+    Windows are found with a cheap estimate (3 characters per token); only the chosen regions are
+    counted with the model's tokenizer.
+    """
     rng = random.Random(seed)
-    candidates: list[tuple[str, list[Item]]] = []
+    candidates: list[tuple[str, list[Section]]] = []
     for t in trajs:
         sections = [s for turn in t.turns[1:] for s in turn if s.kind != "system"]
         start = 0
         while start < len(sections):
-            items: list[Item] = []
+            window: list[Section] = []
             total = 0
             i = start
             while i < len(sections) and total < REGION_MIN:
-                s = sections[i]
-                tok = count(s.text)
-                if tok > REGION_MAX:
+                size = len(sections[i].text) // 3
+                if size > REGION_MAX:
                     break
-                items.append(Item(s.id, s.kind, s.text, tok))
-                total += tok
+                window.append(sections[i])
+                total += size
                 i += 1
-            if REGION_MIN <= total <= REGION_MAX and len(items) >= 3:
-                candidates.append((t.name, items))
+            if REGION_MIN <= total <= REGION_MAX and len(window) >= 3:
+                candidates.append((t.name, window))
             start = max(i, start + 1)
     if not candidates:
         raise BenchError("no region of 1.5k-4k tokens found in the trajectories")
     picked = rng.sample(candidates, min(n, len(candidates)))
     regions = []
-    for name, items in picked:
+    for name, window in picked:
+        items = [Item(s.id, s.kind, s.text, count(s.text)) for s in window]
         planted_items, facts = _plant(items, rng, count)
         regions.append(Region(name, tuple(planted_items), facts))
     return regions
