@@ -144,6 +144,10 @@ async def feed(link: AgentLink, start: int, count: int) -> list[Proposal]:
     for i in range(start, start + count):
         text = "".join(f"row {i}.{j}: value={i * 31 + j} status=ok\n" for j in range(12))
         await link.append(Section(f"s{i}", "tool_result", text), wait=True)
+        for _ in range(10):  # proposals arrive asynchronously: give the daemon a moment per turn
+            if not link.proposals.empty():
+                break
+            await asyncio.sleep(0.005)
         while not link.proposals.empty():
             got.append(link.proposals.get_nowait())
     return got

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
@@ -61,12 +62,21 @@ async def scrape(port: int) -> Samples:
     return parse(body)
 
 
+async def _wait_nonempty(link: AgentLink) -> None:
+    while link.proposals.empty():
+        await asyncio.sleep(0.005)
+
+
 async def fill_until_applied(link: AgentLink, want: int, limit: int = 200) -> list[Proposal]:
     """Append tool output until ``want`` proposals were applied; returns them."""
     applied: list[Proposal] = []
     for i in range(limit):
         text = "".join(f"row {i}.{j}: value={i * 31 + j} status=ok\n" for j in range(12))
         await link.append(Section(f"s{i}", "tool_result", text), wait=True)
+        # proposals arrive asynchronously (the first digest also starts the digest worker): give
+        # the daemon a moment per turn, as an agent's own LLM call would
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(_wait_nonempty(link), 0.05)
         while not link.proposals.empty():
             p = link.proposals.get_nowait()
             if await link.apply(p):

@@ -264,3 +264,18 @@ def test_checkpoints_round_trip_and_refuse_duplicates(tmp_path: Path) -> None:
     assert [m.version for m in store.checkpoints("a")] == [13]
     assert store.drop_checkpoint("a", "before-refactor") and store.checkpoints("a") == []
     store.close()
+
+
+def test_the_sync_point_fsyncs_only_at_level_normal(tmp_path: Path) -> None:
+    for level, syncs in (("normal", 1), ("full", 0), ("extra", 0), ("off", 0)):
+        store = Store.open(tmp_path / f"{level}.db", synchronous=level)
+        sent(store, "a", "p1", "a1", TRICKY[:1])
+        store.sync_wal()  # the server calls it between "sent" and the send
+        assert store.syncs == syncs, level
+        assert store.db.execute("PRAGMA synchronous").fetchone()[0] == (
+            "off",
+            "normal",
+            "full",
+            "extra",
+        ).index(level)
+        store.close()
