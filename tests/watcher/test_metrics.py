@@ -62,11 +62,6 @@ async def scrape(port: int) -> Samples:
     return parse(body)
 
 
-async def _wait_nonempty(link: AgentLink) -> None:
-    while link.proposals.empty():
-        await asyncio.sleep(0.005)
-
-
 async def fill_until_applied(link: AgentLink, want: int, limit: int = 200) -> list[Proposal]:
     """Append tool output until ``want`` proposals were applied; returns them."""
     applied: list[Proposal] = []
@@ -76,7 +71,9 @@ async def fill_until_applied(link: AgentLink, want: int, limit: int = 200) -> li
         # proposals arrive asynchronously (the first digest also starts the digest worker): give
         # the daemon a moment per turn, as an agent's own LLM call would
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(_wait_nonempty(link), 0.05)
+            p = await asyncio.wait_for(link.proposals.get(), 0.05)
+            if await link.apply(p):
+                applied.append(p)
         while not link.proposals.empty():
             p = link.proposals.get_nowait()
             if await link.apply(p):
