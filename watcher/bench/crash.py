@@ -537,6 +537,7 @@ async def _final(agents: list[Agent], tally: Tally) -> None:
             tally.problem(f"{a.name}: saved no checkpoint")
             continue
         await a.apply_queued()
+        a.link.timeout_s = 30.0  # a restore of a long context on a busy machine: no hurry here
         name, sections = list(a.checkpoints.items())[-1]
         try:
             report = await a.link.restore(name)
