@@ -64,7 +64,8 @@ class EngineSettings:
     timeout_s: float = 60.0
     n_ubatch: int = 0  # 0 = n_batch
     prompt_lookup: int = 0  # draft tokens per step for prompt-lookup decoding; 0 = off
-    flash_attn: bool = False
+    flash_attn: bool = True  # faster prefill on CPU (docs/BENCHMARKS.md)
+    n_threads_decode: int = 1  # threads for one-token steps; 1 is robust when cores are shared
     weights: str = ""  # "" = the file as shipped; else re-encode once (summarizer.weights.FORMATS)
     cache_dir: str = ""  # where re-encoded weights are cached ("" = the user's cache directory)
 
@@ -137,7 +138,7 @@ def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str]:
         llm = Llama(
             model_path=path,
             n_ctx=settings.n_ctx,
-            n_threads=n_threads,
+            n_threads=min(n_threads, settings.n_threads_decode or n_threads),
             n_threads_batch=n_threads,
             n_batch=settings.n_batch,
             n_ubatch=settings.n_ubatch or settings.n_batch,
