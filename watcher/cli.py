@@ -212,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--regions", type=int, default=10, help="regions to digest (default 10)")
     bs.add_argument("--seed", type=int, default=5, help="seed for choosing regions and planting facts")
     bs.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: CPU affinity)")
+    bs.add_argument("--decode-threads", type=int, default=1, help="threads for one-token steps (default 1)")
     bs.add_argument("--n-batch", type=int, default=512, help="llama.cpp n_batch (default 512)")
     bs.add_argument("--n-ubatch", type=int, default=0, help="llama.cpp n_ubatch (default: n_batch)")
     bs.add_argument("--no-flash-attn", action="store_true", help="turn llama.cpp's flash attention off")
@@ -484,6 +485,7 @@ def cmd_bench_summarizer(args: argparse.Namespace) -> int:
         regions=args.regions,
         seed=args.seed,
         n_threads=args.threads,
+        n_threads_decode=args.decode_threads,
         n_batch=args.n_batch,
         n_ubatch=args.n_ubatch,
         flash_attn=not args.no_flash_attn,

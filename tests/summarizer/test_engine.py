@@ -174,3 +174,25 @@ def test_lookup_and_repetition_helpers() -> None:
     assert _lookup([5, 6, 7], 3) == []
     assert _repeating("The agent ran it. " + "and then again " * 3)
     assert not _repeating("The agent ran the tests and they passed.")
+
+
+def test_weights_are_reencoded_once_and_cached(model_path: str, tmp_path: Path) -> None:
+    from summarizer.weights import convert, converted_path
+
+    settings = EngineSettings(model_path, weights="q8_0", cache_dir=str(tmp_path))
+    eng = LlamaEngine(settings)
+    try:
+        assert eng.loaded_path == str(converted_path(model_path, "q8_0", tmp_path))
+        assert Path(eng.loaded_path).read_bytes()[:4] == b"GGUF"
+        g = asyncio.run(eng.generate(gist.PREFIX, PROSE, gist.SUFFIX, max_tokens=4))
+        assert g.completion_tokens > 0
+    finally:
+        eng.close()
+    mtime = Path(eng.loaded_path).stat().st_mtime_ns
+    assert convert(model_path, "q8_0", tmp_path) == eng.loaded_path  # cached: not converted again
+    assert Path(eng.loaded_path).stat().st_mtime_ns == mtime
+    with pytest.raises(ModelError, match="could not be converted"):
+        convert(str(corrupt(tmp_path)), "q8_0", tmp_path)
+    with pytest.raises(ModelError, match="unknown weight format"):
+        convert(model_path, "q3_z", tmp_path)
+    assert not list(tmp_path.glob("*.tmp"))
