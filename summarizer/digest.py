@@ -164,6 +164,10 @@ class Summarizer:
 
     # --- digests -------------------------------------------------------------------------------------
     async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
+        """A digest of `items` aiming at `target_tokens`. Its `tokens` may still be >= the region's
+        when even the smallest rendering is not smaller (a tiny region): the caller rejects it."""
+        if not items:
+            raise ValueError("a digest needs at least one section")
         before = sum(i.tokens for i in items)
         # facts come from the region without its instruction-like lines (they stay quoted below)
         facts = _FactPicker(redact("\n".join(i.text for i in items if i.kind != "digest")), target_tokens)

@@ -85,6 +85,7 @@ class Generation:
 
 
 _silenced = False
+_weights_errors: dict[str, str] = {}  # why a re-encoding was not used, by source path
 
 
 def silence_llama_logs() -> None:
@@ -133,7 +134,10 @@ def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str]:
     if settings.weights:
         from summarizer.weights import convert
 
-        path = convert(path, settings.weights, settings.cache_dir or None, n_threads)
+        try:
+            path = convert(path, settings.weights, settings.cache_dir or None, n_threads)
+        except ModelError as exc:  # e.g. no writable cache: the shipped file still works
+            _weights_errors[settings.path] = str(exc)
     try:
         llm = Llama(
             model_path=path,
@@ -158,6 +162,7 @@ class LlamaEngine:
         self.n_threads = settings.n_threads or default_threads()
         self._llm: Any
         self._llm, self.loaded_path = _load(settings, self.n_threads)
+        self.weights_error = _weights_errors.pop(settings.path, "")  # "" unless re-encoding failed
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._lock = threading.Lock()
         self._closed = False

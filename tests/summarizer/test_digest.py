@@ -156,3 +156,12 @@ async def test_timeout_falls_back_backs_off_and_recovers_on_reload(model_path: s
         assert not summ.degraded and summ.consecutive_failures == 0
     finally:
         eng.close()
+
+
+async def test_a_region_too_small_to_shrink_is_reported_not_grown_silently() -> None:
+    items = [Item("s1", "user", "ok", 1), Item("s2", "assistant", "done", 1)]
+    d = await Summarizer(None).digest(items, "a1", 48)
+    assert d.tokens >= d.tokens_before  # the caller (watcher.compactor) drops such a digest
+    assert d.method == "deterministic" and d.text.startswith("[compactd digest of 2 sections")
+    with pytest.raises(ValueError, match="at least one section"):
+        await Summarizer(None).digest([], "a1", 48)
