@@ -19,11 +19,13 @@ from dataclasses import dataclass
 
 ALPHA = 0.3  # weight of the newest observation
 DEFAULT_JOB_S = 5.0  # before the first job of an agent finishes: a gist on 2 cores plus slack
+BURST_SIGMAS = 2.0  # tool output comes in bursts: plan for a turn this many deviations above the mean
 
 
 @dataclass
 class Lookahead:
     turn_tokens: float = 0.0  # EWMA tokens added per growth step
+    turn_var: float = 0.0  # exponentially weighted variance of the tokens added per step
     turn_s: float = 0.0  # EWMA seconds between growth steps
     job_s: float = DEFAULT_JOB_S  # EWMA seconds a job takes
     throughput: float = 0.0  # EWMA region tokens per second of job time
@@ -40,7 +42,12 @@ class Lookahead:
         grew = tokens - self._tokens
         if grew > 0:
             dt = max(now - self._at, 1e-3)
-            self.turn_tokens = grew if not self.steps else _ewma(self.turn_tokens, grew)
+            if self.steps:
+                diff = grew - self.turn_tokens
+                self.turn_tokens += ALPHA * diff
+                self.turn_var = (1 - ALPHA) * (self.turn_var + ALPHA * diff * diff)
+            else:
+                self.turn_tokens = grew
             self.turn_s = dt if not self.steps else _ewma(self.turn_s, dt)
             self.steps += 1
             self._at = now
@@ -54,11 +61,13 @@ class Lookahead:
         self.jobs += 1
 
     def tokens_ahead(self) -> int:
-        """Expected growth while a job started now runs, plus the turn before it can be applied."""
+        """Expected growth while a job started now runs, plus a large turn (mean + BURST_SIGMAS
+        standard deviations): the one that arrives before the agent can apply the proposal."""
         if not self.steps:
             return 0
         turns = self.job_s / self.turn_s if self.turn_s > 0 else 1.0
-        return math.ceil(self.turn_tokens * (turns + 1.0))
+        burst = self.turn_tokens + BURST_SIGMAS * math.sqrt(self.turn_var)
+        return math.ceil(self.turn_tokens * turns + burst)
 
     def snapshot(self) -> dict[str, float]:
         return {
