@@ -1,15 +1,20 @@
 """Look-ahead: start a compaction early enough that its digest is ready before it is needed.
 
-Per agent, two running estimates (exponentially weighted moving averages):
+Per agent, running estimates (exponentially weighted moving averages):
 
-* **growth**: tokens per turn and seconds per turn, from the context growing (every SYNCED change
-  that adds tokens is one growth step; a shrink, a compaction applied, only moves the baseline);
-* **job time**: seconds from planning a compaction to its proposal being ready (queueing behind
-  other agents' jobs included), and the summarizer's throughput in region tokens per second.
+* **growth**: tokens per turn (mean and variance) and seconds per turn, from the context growing
+  (every change that adds tokens is one growth step; a shrink, a compaction applied, only moves
+  the baseline);
+* **job time**: seconds from planning a compaction to its proposal being ready (queueing
+  included), kept apart for jobs that had the model write a gist (seconds) and deterministic ones
+  (milliseconds), and the summarizer's throughput in region tokens per second.
 
 :meth:`Lookahead.tokens_ahead` is how much the context is expected to grow while a job started now
-runs, plus one turn (the agent applies a proposal between two turns). The planner triggers when
-``tokens + tokens_ahead >= high watermark`` (watcher.planner.should_plan). Everything is O(1).
+runs, plus one large turn (mean + ``BURST_SIGMAS`` deviations: tool output comes in bursts, and a
+turn arrives before the agent can apply a proposal). The planner triggers when ``tokens +
+tokens_ahead >= high watermark`` (watcher.planner.should_plan); :meth:`Lookahead.model_in_time`
+says whether a model job would still be ready in time, else the job digests deterministically.
+Everything is O(1).
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import math
 from dataclasses import dataclass
 
 ALPHA = 0.3  # weight of the newest observation
-DEFAULT_JOB_S = 5.0  # before the first job of an agent finishes: a gist on 2 cores plus slack
-BURST_SIGMAS = 2.0  # tool output comes in bursts: plan for a turn this many deviations above the mean
+DEFAULT_MODEL_JOB_S = 8.0  # before an agent's first model job: a gist measured on 2 shared cores
+DEFAULT_FAST_JOB_S = 0.5  # before its first deterministic job
+BURST_SIGMAS = 2.0  # plan for a turn this many standard deviations above the mean
 
 
 @dataclass
@@ -27,10 +33,12 @@ class Lookahead:
     turn_tokens: float = 0.0  # EWMA tokens added per growth step
     turn_var: float = 0.0  # exponentially weighted variance of the tokens added per step
     turn_s: float = 0.0  # EWMA seconds between growth steps
-    job_s: float = DEFAULT_JOB_S  # EWMA seconds a job takes
+    job_s: float = DEFAULT_MODEL_JOB_S  # EWMA seconds a job with a model gist takes
+    fast_job_s: float = DEFAULT_FAST_JOB_S  # EWMA seconds a deterministic job takes
     throughput: float = 0.0  # EWMA region tokens per second of job time
     steps: int = 0
     jobs: int = 0
+    model_jobs: int = 0
     _tokens: int = 0
     _at: float | None = None
 
@@ -46,34 +54,51 @@ class Lookahead:
                 diff = grew - self.turn_tokens
                 self.turn_tokens += ALPHA * diff
                 self.turn_var = (1 - ALPHA) * (self.turn_var + ALPHA * diff * diff)
+                self.turn_s = _ewma(self.turn_s, dt)
             else:
-                self.turn_tokens = grew
-            self.turn_s = dt if not self.steps else _ewma(self.turn_s, dt)
+                self.turn_tokens, self.turn_s = grew, dt
             self.steps += 1
             self._at = now
         self._tokens = tokens
 
-    def job_done(self, seconds: float, region_tokens: int) -> None:
+    def job_done(self, seconds: float, region_tokens: int, model: bool = True) -> None:
         seconds = max(seconds, 1e-3)
-        self.job_s = seconds if not self.jobs else _ewma(self.job_s, seconds)
+        if model:
+            self.job_s = seconds if not self.model_jobs else _ewma(self.job_s, seconds)
+            self.model_jobs += 1
+        else:
+            fast = self.jobs - self.model_jobs
+            self.fast_job_s = seconds if not fast else _ewma(self.fast_job_s, seconds)
         rate = region_tokens / seconds
         self.throughput = rate if not self.jobs else _ewma(self.throughput, rate)
         self.jobs += 1
 
-    def tokens_ahead(self) -> int:
-        """Expected growth while a job started now runs, plus a large turn (mean + BURST_SIGMAS
-        standard deviations): the one that arrives before the agent can apply the proposal."""
+    def _during(self, job_s: float) -> float:
+        """Expected growth during ``job_s`` seconds."""
+        turns = job_s / self.turn_s if self.turn_s > 0 else 1.0
+        return self.turn_tokens * turns
+
+    def tokens_ahead(self, model: bool = True) -> int:
+        """Expected growth while a job (with a model gist, or deterministic) started now runs,
+        plus one large turn."""
         if not self.steps:
             return 0
-        turns = self.job_s / self.turn_s if self.turn_s > 0 else 1.0
         burst = self.turn_tokens + BURST_SIGMAS * math.sqrt(self.turn_var)
-        return math.ceil(self.turn_tokens * turns + burst)
+        return math.ceil(self._during(self.job_s if model else self.fast_job_s) + burst)
+
+    def model_in_time(self, tokens: int, high: int) -> bool:
+        """Would a job with a model gist, started at ``tokens``, be ready before the context
+        reaches ``high``, on expected growth (one average turn of slack, no burst margin)?"""
+        if not self.steps:
+            return True
+        return tokens + self._during(self.job_s) + self.turn_tokens < high
 
     def snapshot(self) -> dict[str, float]:
         return {
             "tokens_per_turn": round(self.turn_tokens, 1),
             "seconds_per_turn": round(self.turn_s, 3),
             "job_seconds": round(self.job_s, 3),
+            "fast_job_seconds": round(self.fast_job_s, 3),
             "summarizer_tokens_per_s": round(self.throughput, 1),
             "tokens_ahead": self.tokens_ahead(),
         }

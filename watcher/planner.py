@@ -8,9 +8,12 @@ folding it would lose, valued as a whole: watcher.scoring) plus the prompt-cache
 there (``cache_weight`` × invalidated prefix tokens / budget: a cut invalidates the agent's cache
 from its first replaced section onward, so later cuts are cheaper). Each region is minimal for
 where it starts, so a plan never removes far more than needed: dropping its last group would leave
-``need`` unmet. When no region can meet ``need`` (what is left is mostly anchors), the plan folds
-the region that saves the most; when nothing at all is foldable it returns None and the server
-says so once. One region per plan keeps cuts few and contiguous: one cache miss per compaction.
+``need`` unmet. When no region can meet ``need`` (what is left is mostly anchors and digests), the
+plan folds the region that saves the most. Below the high mark (a look-ahead plan) that region
+must save at least half the need, else the plan waits (None) until more is foldable: folding a
+sliver every turn would bust the agent's cache every turn for little room. When nothing at all is
+foldable it returns None and the server says so once. One region per plan keeps cuts few and
+contiguous: one cache miss per compaction.
 
 Anchors are never in a region: the system prompt, user instructions (user sections of priority
 critical or high), critical and pinned sections (the current goal, decisions), prior digests and
@@ -40,6 +43,7 @@ from watcher.scoring import Scorer
 MIN_REGION_TOKENS = 200  # below this a digest (header + facts) saves too little to be worth a cache miss
 STRATEGIES: Final = ("optimistic", "recency")
 DEFAULT_CACHE_WEIGHT: Final = 1.0
+SHORT_FRACTION: Final = 2  # a region that cannot meet the need must save at least 1/2 of it
 
 
 @dataclass(frozen=True)
@@ -128,15 +132,18 @@ def oversize_limit(marks: Watermarks) -> int:
 # --- planning -------------------------------------------------------------------------------------
 
 
+EARLY_SHARE: Final = 0.75  # a plan may come this share of the watermark gap before the high mark
+
+
 def early_by(marks: Watermarks, growth: int) -> int:
-    """``growth`` capped at half the gap between the watermarks: how early a plan may come."""
-    return min(max(growth, 0), (marks.high - marks.low) // 2)
+    """``growth`` capped at EARLY_SHARE of the gap between the watermarks: how early a plan may
+    come. The rest of the gap is what keeps a compaction from starting again right after one."""
+    return min(max(growth, 0), int((marks.high - marks.low) * EARLY_SHARE))
 
 
 def trigger_tokens(marks: Watermarks, growth: int = 0) -> int:
     """Plan once the context holds more than this many tokens: the high watermark, less the
-    growth expected before a digest started now is ready (look-ahead), capped (:func:`early_by`)
-    so an early plan still has at least half the watermark gap to remove."""
+    growth expected before a digest started now is ready (look-ahead), capped (:func:`early_by`)."""
     return marks.high - 1 - early_by(marks, growth)
 
 
@@ -180,6 +187,8 @@ def plan(
     v = None if strategy == "recency" else (scorer or Scorer()).valuation(sections)
     if not windows.meeting:
         i, j = max(windows.short, key=lambda w: (tok[w[1]] - tok[w[0]], -w[0]))
+        if _saved(tok[j] - tok[i], marks.budget) * SHORT_FRACTION < need and total < marks.high:
+            return None  # early (look-ahead): a sliver now would be a cache miss for little room
     elif v is None:
         i, j = min(windows.meeting)
     else:
@@ -209,6 +218,10 @@ class _Windows:
 
     def __bool__(self) -> bool:
         return bool(self.meeting or self.short)
+
+
+def _saved(tokens: int, budget: int) -> int:
+    return tokens - digest_target(tokens, budget)
 
 
 def _windows(sections: Sequence[Section], anchors: Sequence[bool], marks: Watermarks, need: int) -> _Windows:

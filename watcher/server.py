@@ -607,7 +607,21 @@ class Server:
 
     def _ahead(self, state: AgentState) -> int:
         """Tokens the context is expected to grow by while a digest is written (watcher.lookahead)."""
-        return state.lookahead.tokens_ahead() if self.cfg.compaction.lookahead else 0
+        if not self.cfg.compaction.lookahead:
+            return 0
+        return state.lookahead.tokens_ahead(model=self.summarizer.engine is not None)
+
+    def _summarizer_for(self, state: AgentState, p: Any) -> Summarizer:
+        """The model (through the scheduler's lane) when its digest would be ready before the high
+        watermark; else a deterministic digest now: the headroom comes first (DESIGN: never worse)."""
+        if (
+            isinstance(p, Plan)
+            and self.cfg.compaction.lookahead
+            and self.summarizer.engine is not None
+            and not state.lookahead.model_in_time(state.ctx.tokens, state.marks.high)
+        ):
+            return self.scheduler.pool.summarizer(self.summarizer)
+        return self.scheduler.pick(self.summarizer)
 
     async def _run_job(self, state: AgentState) -> None:
         """The agent's turn in the scheduler: plan on the mirror as it is now, then compact."""
@@ -673,9 +687,10 @@ class Server:
     async def _compact(self, state: AgentState, p: Any) -> None:
         t0 = time.monotonic()
         baseline = strategies.get(state.planner)
+        summarizer = self._summarizer_for(state, p)  # model or not: chosen before the first await
         try:
             build = baseline.build if baseline is not None else build_proposal
-            pending = await build(state, p, self.scheduler.pick(self.summarizer))  # model or not
+            pending = await build(state, p, summarizer)
         except Exception:
             log.exception("compaction_failed", agent=state.agent)
             pending = None
@@ -683,7 +698,8 @@ class Server:
             state.job_running = False
             self.emit("digest", state.agent, seconds=time.monotonic() - t0)
             if isinstance(p, Plan):
-                state.lookahead.job_done(time.monotonic() - state.job_submitted, p.tokens)
+                used_model = summarizer is self.summarizer and self.summarizer.engine is not None
+                state.lookahead.job_done(time.monotonic() - state.job_submitted, p.tokens, used_model)
             self.check_degraded()
         if self.agents.get(state.agent) is not state:
             if pending is not None:

@@ -2,29 +2,59 @@
 
 from __future__ import annotations
 
-from watcher.lookahead import DEFAULT_JOB_S, Lookahead
-from watcher.planner import Watermarks, should_plan, trigger_tokens
+import math
+
+import pytest
+
+from watcher.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, DEFAULT_MODEL_JOB_S, Lookahead
+from watcher.planner import EARLY_SHARE, Watermarks, should_plan, trigger_tokens
 
 
 def test_no_growth_seen_means_no_look_ahead() -> None:
     la = Lookahead()
-    assert la.tokens_ahead() == 0
+    assert la.tokens_ahead() == 0 and la.model_in_time(10**6, 1)
     la.observe(1000, 0.0)  # the first observation only sets the baseline
     assert la.tokens_ahead() == 0
 
 
 def test_steady_growth_projects_over_the_job_time_plus_one_turn() -> None:
     la = Lookahead()
-    for k in range(10):  # 500 tokens every 2 s
+    for k in range(10):  # 500 tokens every 2 s: no variance, so the large turn is an average one
         la.observe(1000 + 500 * k, 2.0 * k)
-    assert la.turn_tokens == 500 and la.turn_s == 2.0
-    assert la.job_s == DEFAULT_JOB_S
-    assert la.tokens_ahead() == 500 * (DEFAULT_JOB_S / 2.0 + 1)
-    la.job_done(10.0, 20_000)
+    assert la.turn_tokens == 500 and la.turn_s == 2.0 and la.turn_var == 0
+    assert la.tokens_ahead() == 500 * (DEFAULT_MODEL_JOB_S / 2.0 + 1)
+    assert la.tokens_ahead(model=False) == math.ceil(500 * (DEFAULT_FAST_JOB_S / 2.0 + 1))
+    la.job_done(10.0, 20_000, model=True)
     assert la.job_s == 10.0 and la.throughput == 2000.0
     assert la.tokens_ahead() == 500 * (10.0 / 2.0 + 1)
+    la.job_done(0.2, 20_000, model=False)
+    assert la.fast_job_s == 0.2 and la.job_s == 10.0
     snap = la.snapshot()
-    assert snap["tokens_ahead"] == 3000 and snap["summarizer_tokens_per_s"] == 2000.0
+    assert snap["tokens_ahead"] == 3000 and snap["fast_job_seconds"] == 0.2
+
+
+def test_bursty_growth_looks_further_ahead() -> None:
+    steady, bursty = Lookahead(), Lookahead()
+    t = 0
+    for k in range(20):
+        steady.observe(1000 * (k + 1), 2.0 * k)
+        t += 200 if k % 4 else 3400  # the same mean, in bursts
+        bursty.observe(t, 2.0 * k)
+    assert bursty.turn_var > 0
+    assert bursty.tokens_ahead() > steady.tokens_ahead()
+    sigma = math.sqrt(bursty.turn_var)
+    expected = bursty.turn_tokens * (DEFAULT_MODEL_JOB_S / bursty.turn_s + 1) + BURST_SIGMAS * sigma
+    assert bursty.tokens_ahead() == pytest.approx(expected, abs=1)
+
+
+def test_the_model_is_used_only_when_its_digest_would_be_in_time() -> None:
+    la = Lookahead()
+    for k in range(10):
+        la.observe(1000 + 500 * k, 2.0 * k)
+    la.job_done(10.0, 5000, model=True)  # 5 turns of 500 tokens while the model writes
+    high = 27200
+    assert la.model_in_time(high - 3001, high)  # 2500 during the job + one turn of 500
+    assert not la.model_in_time(high - 3000, high)
 
 
 def test_a_compaction_moves_the_baseline_but_is_not_growth() -> None:
@@ -49,12 +79,12 @@ def test_estimates_are_moving_averages() -> None:
     assert 4.0 > la.job_s > 2.0
 
 
-def test_trigger_comes_early_by_the_growth_but_at_most_half_the_gap() -> None:
+def test_trigger_comes_early_by_the_growth_but_within_the_gap() -> None:
     m = Watermarks(32000, 0.15, 0.6)
     assert trigger_tokens(m) == m.high - 1
     assert trigger_tokens(m, 1500) == m.high - 1 - 1500
-    half = (m.high - m.low) // 2
-    assert trigger_tokens(m, 10**9) == m.high - 1 - half
+    cap = int((m.high - m.low) * EARLY_SHARE)
+    assert trigger_tokens(m, 10**9) == m.high - 1 - cap > m.low, "never at the low mark: no loop"
     assert trigger_tokens(m, -5) == m.high - 1
     assert not should_plan(m.high - 1, m) and should_plan(m.high, m)
     assert should_plan(m.high - 1500, m, 1500) and not should_plan(m.high - 1501, m, 1500)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ipc.sections import Section
 from watcher.planner import (
+    EARLY_SHARE,
     MIN_REGION_TOKENS,
     Plan,
     Watermarks,
@@ -167,13 +168,15 @@ def test_usage_reaches_the_low_watermark_when_foldable_tokens_allow_it(c: Case, 
     if p is not None:
         i, j = _region(c, p)
         assert p.tokens == sum(s.tokens for s in c.sections[i:j]) >= MIN_REGION_TOKENS
+        saved = _saved(p.tokens, c.marks.budget)
+        assert saved >= need or 2 * saved >= need or total >= c.marks.high, "no early slivers"
         assert p.target_tokens < p.tokens
         assert p.invalidated_prefix_tokens == total - sum(s.tokens for s in c.sections[:i])
         assert p.need == need
     if total >= c.marks.high:  # planned early (look-ahead): the expected growth is removed too
         early = plan(c.sections, c.marks, c.fresh, strategy=strategy, growth=1000)
         if early is not None:
-            assert early.need == need + min(1000, (c.marks.high - c.marks.low) // 2)
+            assert early.need == need + min(1000, int((c.marks.high - c.marks.low) * EARLY_SHARE))
 
 
 @SETTINGS
