@@ -149,8 +149,6 @@ class Daemon:
             self.server.peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
             self.server.status_extra["store"] = self.store.stats
             await self._start_observers(self.server)
-            if self.engine is not None:  # prime the fixed instruction prefix's KV state off the loop
-                self._spawn(self.server.summarizer.warm(), "model-warm")
             self._install_signals()
             log.info(
                 "ready",

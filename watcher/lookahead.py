@@ -11,10 +11,12 @@ Per agent, running estimates (exponentially weighted moving averages):
 
 :meth:`Lookahead.tokens_ahead` is how much the context is expected to grow while a job started now
 runs, plus one large turn (mean + ``BURST_SIGMAS`` deviations: tool output comes in bursts, and a
-turn arrives before the agent can apply a proposal). The planner triggers when ``tokens +
-tokens_ahead >= high watermark`` (watcher.planner.should_plan); :meth:`Lookahead.model_in_time`
-says whether a model job would still be ready in time, else the job digests deterministically.
-Everything is O(1).
+turn arrives before the agent can apply a proposal), plus, when a model is there, one average turn
+of slack for it. The planner triggers when ``tokens + tokens_ahead >= high watermark``
+(watcher.planner.should_plan, which caps how early). At the job's start
+:meth:`Lookahead.model_in_time` says whether a gist by the model would still be ready before the
+high watermark (with the large-turn margin); if not, the job digests deterministically, in
+milliseconds: the headroom comes first. Everything is O(1).
 """
 
 from __future__ import annotations
@@ -78,20 +80,26 @@ class Lookahead:
         turns = job_s / self.turn_s if self.turn_s > 0 else 1.0
         return self.turn_tokens * turns
 
+    def _burst(self) -> float:
+        """A large turn: mean + BURST_SIGMAS standard deviations."""
+        return self.turn_tokens + BURST_SIGMAS * math.sqrt(self.turn_var)
+
     def tokens_ahead(self, model: bool = True) -> int:
-        """Expected growth while a job (with a model gist, or deterministic) started now runs,
-        plus one large turn."""
+        """How early to plan: the growth expected while a job (with a model gist, or
+        deterministic) started now runs, plus a large turn; for a model job one more average turn,
+        so that at the trigger there is still time for the model (:meth:`model_in_time`)."""
         if not self.steps:
             return 0
-        burst = self.turn_tokens + BURST_SIGMAS * math.sqrt(self.turn_var)
-        return math.ceil(self._during(self.job_s if model else self.fast_job_s) + burst)
+        if model:
+            return math.ceil(self._during(self.job_s) + self._burst() + self.turn_tokens)
+        return math.ceil(self._during(self.fast_job_s) + self._burst())
 
     def model_in_time(self, tokens: int, high: int) -> bool:
         """Would a job with a model gist, started at ``tokens``, be ready before the context
-        reaches ``high``, on expected growth (one average turn of slack, no burst margin)?"""
+        reaches ``high``, with a large turn of margin? If not, the job digests deterministically."""
         if not self.steps:
             return True
-        return tokens + self._during(self.job_s) + self.turn_tokens < high
+        return tokens + self._during(self.job_s) + self._burst() < high
 
     def snapshot(self) -> dict[str, float]:
         return {

@@ -22,15 +22,16 @@ def test_steady_growth_projects_over_the_job_time_plus_one_turn() -> None:
     for k in range(10):  # 500 tokens every 2 s: no variance, so the large turn is an average one
         la.observe(1000 + 500 * k, 2.0 * k)
     assert la.turn_tokens == 500 and la.turn_s == 2.0 and la.turn_var == 0
-    assert la.tokens_ahead() == 500 * (DEFAULT_MODEL_JOB_S / 2.0 + 1)
+    # growth during the job + a large turn (= an average one here) + a turn of slack for the model
+    assert la.tokens_ahead() == 500 * (DEFAULT_MODEL_JOB_S / 2.0 + 2)
     assert la.tokens_ahead(model=False) == math.ceil(500 * (DEFAULT_FAST_JOB_S / 2.0 + 1))
     la.job_done(10.0, 20_000, model=True)
     assert la.job_s == 10.0 and la.throughput == 2000.0
-    assert la.tokens_ahead() == 500 * (10.0 / 2.0 + 1)
+    assert la.tokens_ahead() == 500 * (10.0 / 2.0 + 2)
     la.job_done(0.2, 20_000, model=False)
     assert la.fast_job_s == 0.2 and la.job_s == 10.0
     snap = la.snapshot()
-    assert snap["tokens_ahead"] == 3000 and snap["fast_job_seconds"] == 0.2
+    assert snap["tokens_ahead"] == 3500 and snap["fast_job_seconds"] == 0.2
 
 
 def test_bursty_growth_looks_further_ahead() -> None:
@@ -38,13 +39,12 @@ def test_bursty_growth_looks_further_ahead() -> None:
     t = 0
     for k in range(20):
         steady.observe(1000 * (k + 1), 2.0 * k)
-        t += 200 if k % 4 else 3400  # the same mean, in bursts
+        t += 200 if k % 4 else 3400  # about the same mean, in bursts
         bursty.observe(t, 2.0 * k)
-    assert bursty.turn_var > 0
-    assert bursty.tokens_ahead() > steady.tokens_ahead()
     sigma = math.sqrt(bursty.turn_var)
-    expected = bursty.turn_tokens * (DEFAULT_MODEL_JOB_S / bursty.turn_s + 1) + BURST_SIGMAS * sigma
-    assert bursty.tokens_ahead() == pytest.approx(expected, abs=1)
+    assert steady.turn_var == 0 and sigma > 1000
+    mean_part = bursty.turn_tokens * (DEFAULT_MODEL_JOB_S / bursty.turn_s + 2)
+    assert bursty.tokens_ahead() == pytest.approx(mean_part + BURST_SIGMAS * sigma, abs=1)
 
 
 def test_the_model_is_used_only_when_its_digest_would_be_in_time() -> None:
@@ -53,8 +53,11 @@ def test_the_model_is_used_only_when_its_digest_would_be_in_time() -> None:
         la.observe(1000 + 500 * k, 2.0 * k)
     la.job_done(10.0, 5000, model=True)  # 5 turns of 500 tokens while the model writes
     high = 27200
-    assert la.model_in_time(high - 3001, high)  # 2500 during the job + one turn of 500
+    assert la.model_in_time(high - 3001, high)  # 2500 during the job + a large turn (500 here)
     assert not la.model_in_time(high - 3000, high)
+    # at the trigger the model still has a turn of slack
+    trigger = high - 1 - la.tokens_ahead()
+    assert la.model_in_time(trigger + 1, high)
 
 
 def test_a_compaction_moves_the_baseline_but_is_not_growth() -> None:

@@ -56,8 +56,12 @@ def replay(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]
 def result(tmp_path_factory: pytest.TempPathFactory, trajectories: Path, model_path: str) -> dict[str, Any]:
     """One fast replay of the shortest trajectory (13 turns) under all four policies."""
     out = tmp_path_factory.mktemp("replay")
+    # turns back to back (--turn-interval=0) leave no time for a model gist, and look-ahead would
+    # rightly digest everything deterministically; off here, so the model's figures are exercised
+    (out / "compactd.toml").write_text("[compaction]\nlookahead = false\n", encoding="utf-8")
     proc = replay(
         str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),
+        f"--config={out / 'compactd.toml'}",
         "--budget=16000",
         "--reserve=0.15",
         "--turn-interval=0",
