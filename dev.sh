@@ -8,9 +8,19 @@ cd "$(dirname "$0")"
 
 PY=${PYTHON:-python3}
 VENV=.venv
-# Portable AVX2 build of llama.cpp: the default native build crashes (SIGSEGV in
-# ggml_backend_amx_mul_mat) on CPUs with AMX; LLAVA is not needed.
-export CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"}
+# llama.cpp build flags. Never the native build: it crashes (SIGSEGV in ggml_backend_amx_mul_mat)
+# on CPUs with AMX. Portable AVX2 by default; where the CPU has the AVX-512 family (VNNI, VBMI,
+# BF16) those kernels are switched on too, AMX still off: prefill measured 1.2x faster here
+# (docs/BENCHMARKS.md, Summarizer). LLAVA is not needed. Set CMAKE_ARGS to override; pip caches
+# the built wheel by version, not by flags: after changing flags, reinstall with --no-cache-dir.
+llama_flags() {
+  local flags="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" f
+  for f in avx512f avx512_vnni avx512vbmi avx512_bf16; do
+    grep -qw "$f" /proc/cpuinfo 2>/dev/null || { echo "$flags"; return; }
+  done
+  echo "$flags -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON"
+}
+export CMAKE_ARGS=${CMAKE_ARGS:-"$(llama_flags)"}
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

@@ -3,8 +3,9 @@
 Per agent, running estimates (exponentially weighted moving averages):
 
 * **growth**: tokens per turn (mean and variance) and seconds per turn, from the context growing
-  (every change that adds tokens is one growth step; a shrink, a compaction applied, only moves
-  the baseline);
+  (a change that adds tokens is a growth step; changes that follow each other within
+  ``TURN_GAP_S`` are one step, so an agent sending a turn as a burst of deltas is not mistaken for
+  one growing hundreds of times a second; a shrink, a compaction applied, only moves the baseline);
 * **job time**: seconds from planning a compaction to its proposal being ready (queueing
   included), kept apart for jobs that had the model write a gist (seconds) and deterministic ones
   (milliseconds), and the summarizer's throughput in region tokens per second.
@@ -28,6 +29,7 @@ ALPHA = 0.3  # weight of the newest observation
 DEFAULT_MODEL_JOB_S = 8.0  # before an agent's first model job: a gist measured on 2 shared cores
 DEFAULT_FAST_JOB_S = 0.5  # before its first deterministic job
 BURST_SIGMAS = 2.0  # plan for a turn this many standard deviations above the mean
+TURN_GAP_S = 0.25  # growth this soon after the previous growth belongs to the same step
 
 
 @dataclass
@@ -42,26 +44,39 @@ class Lookahead:
     jobs: int = 0
     model_jobs: int = 0
     _tokens: int = 0
-    _at: float | None = None
+    _at: float | None = None  # when the context last grew (or was first seen)
+    _step_at: float = 0.0  # when the current step began
+    _step_tokens: int = 0  # tokens the current step has added so far
+    _step_dt: float = 0.0  # seconds from the previous step's start to this one's
+    _before: tuple[float, float, float, int] = (0.0, 0.0, 0.0, 0)  # estimates before this step
 
     def observe(self, tokens: int, now: float) -> None:
         """The context now holds ``tokens`` (called on every change; unchanged = no-op)."""
         if self._at is None:
-            self._tokens, self._at = tokens, now
+            self._tokens, self._at, self._step_at = tokens, now, now
             return
         grew = tokens - self._tokens
         if grew > 0:
-            dt = max(now - self._at, 1e-3)
-            if self.steps:
-                diff = grew - self.turn_tokens
-                self.turn_tokens += ALPHA * diff
-                self.turn_var = (1 - ALPHA) * (self.turn_var + ALPHA * diff * diff)
-                self.turn_s = _ewma(self.turn_s, dt)
+            if self.steps and now - self._at < TURN_GAP_S:  # the same step, continued: redo it
+                self.turn_tokens, self.turn_var, self.turn_s, self.steps = self._before
+                self._step_tokens += grew
             else:
-                self.turn_tokens, self.turn_s = grew, dt
-            self.steps += 1
+                self._before = (self.turn_tokens, self.turn_var, self.turn_s, self.steps)
+                self._step_tokens, self._step_dt = grew, max(now - self._step_at, 1e-3)
+                self._step_at = now
+            self._learn(self._step_tokens, self._step_dt)
             self._at = now
         self._tokens = tokens
+
+    def _learn(self, grew: int, dt: float) -> None:
+        if self.steps:
+            diff = grew - self.turn_tokens
+            self.turn_tokens += ALPHA * diff
+            self.turn_var = (1 - ALPHA) * (self.turn_var + ALPHA * diff * diff)
+            self.turn_s = _ewma(self.turn_s, dt)
+        else:
+            self.turn_tokens, self.turn_s = grew, dt
+        self.steps += 1
 
     def job_done(self, seconds: float, region_tokens: int, model: bool = True) -> None:
         seconds = max(seconds, 1e-3)

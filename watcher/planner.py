@@ -10,8 +10,9 @@ from its first replaced section onward, so later cuts are cheaper). Each region 
 where it starts, so a plan never removes far more than needed: dropping its last group would leave
 ``need`` unmet. When no region can meet ``need`` (what is left is mostly anchors and digests), the
 plan folds the region that saves the most. Below the high mark (a look-ahead plan) that region
-must save at least half the need, else the plan waits (None) until more is foldable: folding a
-sliver every turn would bust the agent's cache every turn for little room. When nothing at all is
+must save at least a quarter of the gap between the watermarks, else the plan waits (None) until
+more is foldable: folding a sliver every turn would bust the agent's cache every turn for little
+room. When nothing at all is
 foldable it returns None and the server says so once. One region per plan keeps cuts few and
 contiguous: one cache miss per compaction.
 
@@ -43,7 +44,7 @@ from watcher.scoring import Scorer
 MIN_REGION_TOKENS = 200  # below this a digest (header + facts) saves too little to be worth a cache miss
 STRATEGIES: Final = ("optimistic", "recency")
 DEFAULT_CACHE_WEIGHT: Final = 1.0
-SHORT_FRACTION: Final = 2  # a region that cannot meet the need must save at least 1/2 of it
+SLIVER_SHARE: Final = 0.25  # an early region that cannot meet the need saves this share of the gap
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,22 @@ def fresh_start(sections: Sequence[Section], turns: int) -> int:
 
 
 def anchor_mask(sections: Sequence[Section], fresh_turns: int, oversize: int) -> list[bool]:
+    """Per section: never summarized? Whole groups: a group (an LLM step and the tool outputs
+    answering it) is never split, since providers reject a tool call without its result and the
+    reverse. A group with a fixed anchor is anchored whole; a fresh group holding an oversized
+    section is foldable whole (it cannot stay); any other mixed group is anchored whole."""
     start = fresh_start(sections, fresh_turns)
-    return [is_fixed_anchor(s) or (i >= start and s.tokens <= oversize) for i, s in enumerate(sections)]
+    mask = [is_fixed_anchor(s) or (i >= start and s.tokens <= oversize) for i, s in enumerate(sections)]
+    i = 0
+    while i < len(sections):
+        j = i + 1
+        while j < len(sections) and _same_group(sections, i, j):
+            j += 1
+        if j - i > 1 and any(mask[i:j]) and not all(mask[i:j]):
+            fixed = any(is_fixed_anchor(s) for s in sections[i:j])
+            mask[i:j] = [fixed or not any(s.tokens > oversize for s in sections[i:j])] * (j - i)
+        i = j
+    return mask
 
 
 def oversize_limit(marks: Watermarks) -> int:
@@ -139,6 +154,12 @@ def early_by(marks: Watermarks, growth: int) -> int:
     """``growth`` capped at EARLY_SHARE of the gap between the watermarks: how early a plan may
     come. The rest of the gap is what keeps a compaction from starting again right after one."""
     return min(max(growth, 0), int((marks.high - marks.low) * EARLY_SHARE))
+
+
+def min_early_saving(marks: Watermarks) -> int:
+    """Below the high mark, a region that cannot meet the need is folded only if it saves this
+    much (SLIVER_SHARE of the watermark gap); else the plan waits for more to become foldable."""
+    return int((marks.high - marks.low) * SLIVER_SHARE)
 
 
 def trigger_tokens(marks: Watermarks, growth: int = 0) -> int:
@@ -187,7 +208,7 @@ def plan(
     v = None if strategy == "recency" else (scorer or Scorer()).valuation(sections)
     if not windows.meeting:
         i, j = max(windows.short, key=lambda w: (tok[w[1]] - tok[w[0]], -w[0]))
-        if _saved(tok[j] - tok[i], marks.budget) * SHORT_FRACTION < need and total < marks.high:
+        if _saved(tok[j] - tok[i], marks.budget) < min_early_saving(marks) and total < marks.high:
             return None  # early (look-ahead): a sliver now would be a cache miss for little room
     elif v is None:
         i, j = min(windows.meeting)

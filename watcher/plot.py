@@ -6,7 +6,8 @@
 One panel per trajectory. Each policy is a line (usage at each LLM call, as a fraction of the
 budget); dashed and dotted lines are the high and low watermarks; a small triangle marks a
 compaction the agent applied before that call; a red cross marks a call the agent had to wait for
-(bigger = longer). Usage above the top of a panel (an overflow) is drawn at the edge with an arrow.
+(bigger = longer); an upward triangle marks a call that did not fit the budget even after waiting
+(an overflow; usage above the top of a panel is drawn at its edge).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ def plot(result: dict[str, Any], path: str | Path) -> Path:
         Line2D([], [], color="grey", ls=":", lw=1, label="low watermark"),
         Line2D([], [], color="black", marker="v", ls="", ms=5, label="compaction applied"),
         Line2D([], [], color="red", marker="x", ls="", ms=7, label="agent waited (size = wait)"),
+        Line2D([], [], color="black", marker="^", ls="", ms=5, label="did not fit (overflow)"),
     ]
     fig.legend(
         handles=handles,
@@ -90,13 +92,17 @@ def _panel(ax: Any, name: str, per_policy: dict[str, dict[str, Any]], budget: in
         color = COLORS.get(policy, "black")
         xs = list(range(len(usage)))
         ax.plot(xs, [min(u, Y_TOP) for u in usage], color=color, lw=1.2, alpha=0.9)
-        over = [x for x in xs if usage[x] > Y_TOP]
+        over = [x for x in xs if usage[x] > 1.0]  # the call did not fit: an overflow
         if over:
-            ax.plot(over, [Y_TOP] * len(over), ls="", marker="^", color=color, ms=4)
+            ax.plot(over, [min(usage[x], Y_TOP) for x in over], ls="", marker="^", color=color, ms=4)
         calls = [c for c, _ in s.get("compactions", []) if 0 <= c < len(usage)]
         if calls:
             ax.plot(calls, [min(usage[c], Y_TOP) for c in calls], ls="", marker="v", color=color, ms=4)
-        stalls = [(x, ms) for x, ms in enumerate(s.get("stalls_ms", [])) if ms > 0 and x < len(usage)]
+        stalls = [
+            (x, ms)
+            for x, ms in enumerate(s.get("stalls_ms", []))
+            if ms > 0 and x < len(usage) and usage[x] <= 1.0  # waits that ended with room
+        ]
         if stalls:
             ax.scatter(
                 [x for x, _ in stalls],

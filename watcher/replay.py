@@ -4,13 +4,19 @@ Each trajectory is played as an agent would: the sections of a turn arrive, then
 call needs its whole context to fit the budget. A turn that does not fit waits for compaction;
 that wait is the stall the agent sees. Proposals are applied as they arrive, between turns.
 
-Several policies are compared in one run (``--policy optimistic,reactive,masking,recency``): each
-policy plays every trajectory with agents of its own, one policy after the other and one trajectory
-at a time, each policy on a fresh daemon (same config, same model). Sequential on purpose: the
-daemon has one inference thread, so agents played concurrently would queue their digests behind
-each other's, and the stalls would measure that contention instead of the policy. A fresh daemon
-per policy keeps the summarizer's state (a back-off after a model timeout, its KV cache) from
-carrying over. The price is wall time (turns x interval x policies).
+Several policies are compared in one run (``--policy optimistic,reactive,masking,recency``). Each
+policy has a daemon of its own (same config, same model), started at the beginning, so the
+summarizer's state (a back-off after a model timeout, its KV cache, its counters) and the archive
+never leak from one policy into another. Trajectories are played one at a time, each under every
+policy in turn (the order rotates from one trajectory to the next), with agents of their own:
+
+* one at a time, not concurrently: the summarizer has one inference thread per daemon and the
+  machine has few cores, so agents played together would wait for each other's digests, and the
+  stalls would measure that contention instead of the policy;
+* interleaved by trajectory, not policy after policy: on a shared machine the load drifts over a
+  run of hours, and a policy played in a busy hour would look slower for that alone.
+
+The price is wall time (turns x interval x policies).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -292,31 +298,25 @@ def _prepare(s: ReplaySettings, count: Callable[[str], int]) -> list[tuple[Traje
     return [plant(t, sentences, s.seed, count) for t in trajs]
 
 
-async def _play_policy(
-    s: ReplaySettings, policy: str, played: list[tuple[Trajectory, list[Canary]]], progress: Progress
-) -> list[Run]:
-    """Every trajectory under one policy, on a daemon of its own (unless ``--connect``).
-
-    A fresh daemon per policy keeps policies independent: the summarizer's state (the model's
-    back-off after a timeout, its KV cache, its counters) and the archive never carry over from
-    one policy's runs into the next one's.
-    """
-    runs: list[Run] = []
+@contextlib.asynccontextmanager
+async def _policy_daemon(s: ReplaySettings, policy: str) -> AsyncIterator[str]:
+    """The endpoint to play ``policy`` on: a daemon of its own, or the ``--connect`` one."""
+    if s.connect:
+        yield s.connect
+        return
     with tempfile.TemporaryDirectory(prefix=f"compactd-replay-{policy}-") as tmp:
-        daemon = None if s.connect else DaemonProcess(Path(tmp), s.config, s.model)
+        daemon = DaemonProcess(Path(tmp), s.config, s.model)
         try:
-            if daemon is not None:
-                await daemon.wait_ready()
-            endpoint = s.connect or (daemon.endpoint if daemon else "")
-            for traj, canaries in played:
-                try:
-                    runs.append(await play(endpoint, traj, s, policy, canaries, progress))
-                except LinkError as exc:
-                    raise ReplayError(f"{policy} {traj.name}: {exc}") from exc
+            await daemon.wait_ready()
+            yield daemon.endpoint
         finally:
-            if daemon is not None:
-                daemon.stop()
-    return runs
+            daemon.stop()
+
+
+def rotated(policies: Sequence[str], k: int) -> list[str]:
+    """The policy order for the k-th trajectory: rotated, so no policy always plays first."""
+    k %= max(1, len(policies))
+    return [*policies[k:], *policies[:k]]
 
 
 async def run_replay(s: ReplaySettings) -> dict[str, Any]:
@@ -336,12 +336,18 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
 
     loop.add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
-        for i, policy in enumerate(s.policies):
-            runs[policy] = await _play_policy(s, policy, played, progress)
-            if s.partial_json is not None:  # a long run keeps what it has measured so far
-                done = {p: runs[p] for p in s.policies[: i + 1]}
-                text = json.dumps(_result(s, played, done), indent=2, sort_keys=True)
-                s.partial_json.write_text(text + "\n", encoding="utf-8")
+        async with contextlib.AsyncExitStack() as stack:
+            endpoints = {p: await stack.enter_async_context(_policy_daemon(s, p)) for p in s.policies}
+            for k, (traj, canaries) in enumerate(played):
+                for policy in rotated(s.policies, k):
+                    try:
+                        run = await play(endpoints[policy], traj, s, policy, canaries, progress)
+                    except LinkError as exc:
+                        raise ReplayError(f"{policy} {traj.name}: {exc}") from exc
+                    runs[policy].append(run)
+                if s.partial_json is not None:  # a long run keeps what it has measured so far
+                    text = json.dumps(_result(s, played[: k + 1], runs), indent=2, sort_keys=True)
+                    s.partial_json.write_text(text + "\n", encoding="utf-8")
     except asyncio.CancelledError:
         if stopped.is_set():
             raise ReplayError("stopped by SIGTERM") from None

@@ -616,6 +616,7 @@ class Server:
         watermark; else a deterministic digest now: the headroom comes first (DESIGN: never worse)."""
         if (
             isinstance(p, Plan)
+            and strategies.get(state.planner) is None  # a baseline digests as it would (reactive waits)
             and self.cfg.compaction.lookahead
             and self.summarizer.engine is not None
             and not state.lookahead.model_in_time(state.ctx.tokens, state.marks.high)

@@ -105,7 +105,8 @@ def plan_reactive(sections: Sequence[Section], marks: Watermarks, fresh: int) ->
         if stop > start and tokens >= MIN_REGION_TOKENS:
             prefix = sum(s.tokens for s in sections[:start])
             ids = tuple(s.id for s in sections[start:stop])
-            return Plan(ids, tokens, digest_target(tokens, marks.budget), total - prefix)
+            target = digest_target(tokens, marks.budget)
+            return Plan(ids, tokens, target, total - prefix, need=need, strategy="reactive")
         start = max(stop, start + 1)
     return None
 

@@ -91,3 +91,17 @@ def test_trigger_comes_early_by_the_growth_but_within_the_gap() -> None:
     assert trigger_tokens(m, -5) == m.high - 1
     assert not should_plan(m.high - 1, m) and should_plan(m.high, m)
     assert should_plan(m.high - 1500, m, 1500) and not should_plan(m.high - 1501, m, 1500)
+
+
+def test_a_turn_sent_as_a_burst_of_deltas_is_one_growth_step() -> None:
+    one, burst = Lookahead(), Lookahead()
+    one.observe(0, 0.0)
+    burst.observe(0, 0.0)
+    for k in range(1, 6):  # a 1000-token turn every 2 s: in one delta, or in ten 100-token deltas
+        one.observe(1000 * k, 2.0 * k)
+        for d in range(10):
+            burst.observe(1000 * (k - 1) + 100 * (d + 1), 2.0 * k + 0.01 * d)
+    assert burst.steps == one.steps == 5
+    assert burst.turn_tokens == one.turn_tokens == 1000
+    assert abs(burst.turn_s - 2.0) < 0.05
+    assert burst.tokens_ahead() <= one.tokens_ahead() * 1.05  # not hundreds of steps per second

@@ -15,6 +15,7 @@ from watcher.planner import (
     Watermarks,
     anchor_mask,
     digest_target,
+    min_early_saving,
     oversize_limit,
     plan,
     should_plan,
@@ -169,10 +170,14 @@ def test_usage_reaches_the_low_watermark_when_foldable_tokens_allow_it(c: Case, 
         i, j = _region(c, p)
         assert p.tokens == sum(s.tokens for s in c.sections[i:j]) >= MIN_REGION_TOKENS
         saved = _saved(p.tokens, c.marks.budget)
-        assert saved >= need or 2 * saved >= need or total >= c.marks.high, "no early slivers"
+        assert saved >= need or saved >= min_early_saving(c.marks) or total >= c.marks.high, "no sliver"
         assert p.target_tokens < p.tokens
         assert p.invalidated_prefix_tokens == total - sum(s.tokens for s in c.sections[:i])
         assert p.need == need
+    early_plan = plan(c.sections, c.marks, c.fresh, strategy=strategy, growth=3000)
+    if early_plan is not None and total < c.marks.high:  # look-ahead: a real region, not a sliver
+        saved = _saved(early_plan.tokens, c.marks.budget)
+        assert saved >= early_plan.need or saved >= min_early_saving(c.marks)
     if total >= c.marks.high:  # planned early (look-ahead): the expected growth is removed too
         early = plan(c.sections, c.marks, c.fresh, strategy=strategy, growth=1000)
         if early is not None:
@@ -218,3 +223,27 @@ def test_recency_folds_the_oldest_region_that_meets_the_need(c: Case) -> None:
         return
     if _saved(p.tokens, c.marks.budget) >= p.need:
         assert _region(c, p)[0] <= _region(c, o)[0]
+
+
+@SETTINGS
+@given(cases(), st.sampled_from(PLANNERS), st.data())
+def test_a_group_with_a_pinned_or_oversized_member_is_never_split(
+    c: Case, strategy: str, data: st.DataObject
+) -> None:
+    """An anchor inside a group (a pinned tool call) anchors its result too; an oversized fresh
+    tool result takes its call along: a tool call and its result are never parted."""
+    secs = [
+        Section(s.id, s.kind, s.text, tokens=s.tokens, group=s.group, pinned=True)
+        if s.kind == "assistant" and data.draw(st.integers(0, 3)) == 0
+        else s
+        for s in c.sections
+    ]
+    mask = anchor_mask(secs, c.fresh, oversize_limit(c.marks))
+    for k in range(1, len(secs)):
+        if secs[k].group and secs[k - 1].group == secs[k].group:
+            assert mask[k] == mask[k - 1], f"group {secs[k].group} split by the anchors"
+    p = plan(secs, c.marks, c.fresh, strategy=strategy)
+    if p is not None:
+        i, j = _region(Case(secs, c.marks, c.fresh), p)
+        assert not (i > 0 and secs[i].group and secs[i - 1].group == secs[i].group)
+        assert not (j < len(secs) and secs[j].group and secs[j - 1].group == secs[j].group)

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from ipc.context import Context
+from ipc.protocol import parse_hello
 from ipc.sections import Section
 from summarizer.digest import Summarizer, approx_tokens
 from watcher.agents import AgentState
+from watcher.config import AgentOverride, Config, resolve_agent
 from watcher.planner import Watermarks, fresh_start
 from watcher.strategies import (
     MASK_KEEP_TURNS,
@@ -114,3 +116,16 @@ async def test_masking_proposal_applies_and_archives(sympy: Trajectory) -> None:
     # masked outputs are never masked twice
     again = plan_masking(list(agent), marks, FRESH)
     assert again is None or set(again.masked).isdisjoint(p.masked)
+
+
+def test_an_agent_asks_for_a_baseline_and_the_config_wins() -> None:
+    cfg = Config(agents={"pinned": AgentOverride(planner="optimistic")})
+    assert resolve_agent(cfg, "a").planner == "optimistic"
+    assert resolve_agent(cfg, "a", requested_planner="masking").planner == "masking"
+    assert resolve_agent(cfg, "a", requested_planner="reactive").planner == "reactive"
+    assert resolve_agent(cfg, "pinned", requested_planner="reactive").planner == "optimistic"
+    with pytest.raises(ValueError, match="requested planner must be one of"):
+        resolve_agent(cfg, "a", requested_planner="lru")
+    hello = parse_hello({"t": "HELLO", "agent": "a", "budget": 1000, "planner": "masking"})
+    assert hello.planner == "masking"
+    assert parse_hello({"t": "HELLO", "agent": "a", "budget": 1000}).planner is None
