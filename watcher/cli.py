@@ -123,8 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy",
         default="optimistic",
         metavar="P[,P...]",
-        help="policies to compare, played one after another on the same daemon: optimistic, recency, "
-        "reactive, masking (default optimistic)",
+        help="policies to compare, each on a daemon of its own, played in turn per trajectory: "
+        "optimistic, recency, reactive, masking (default optimistic)",
+    )
+    rp.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="trajectories played at once (default 1: none wait for another's digests)",
     )
     rp.add_argument(
         "--canaries", metavar="FILE", help="plant these fact sentences (one per line) and check them"
@@ -422,7 +428,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=args.progress,
             partial_json=Path(args.json) if args.json else None,
+            jobs=args.jobs,
         )
+        if args.jobs < 1:
+            raise ReplayError(f"--jobs must be at least 1, not {args.jobs}")
         result = asyncio.run(run_replay(settings))
     except ReplayError as exc:
         return _fail(str(exc))

@@ -10,9 +10,10 @@ summarizer's state (a back-off after a model timeout, its KV cache, its counters
 never leak from one policy into another. Trajectories are played one at a time, each under every
 policy in turn (the order rotates from one trajectory to the next), with agents of their own:
 
-* one at a time, not concurrently: the summarizer has one inference thread per daemon and the
-  machine has few cores, so agents played together would wait for each other's digests, and the
-  stalls would measure that contention instead of the policy;
+* one at a time, not concurrently (unless ``--jobs N``): the summarizer has one inference thread
+  per daemon and the machine has few cores, so agents played together wait for each other's
+  digests, and the stalls measure that contention as well as the policy (``--jobs`` trades that
+  for wall time: N trajectories at once, each still playing its policies one after another);
 * interleaved by trajectory, not policy after policy: on a shared machine the load drifts over a
   run of hours, and a policy played in a busy hour would look slower for that alone.
 
@@ -70,7 +71,8 @@ class ReplaySettings:
     canaries: Path | None = None
     seed: int = 0
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
-    partial_json: Path | None = None  # rewritten after each policy with the results so far
+    partial_json: Path | None = None  # rewritten after each trajectory with the results so far
+    jobs: int = 1  # trajectories played at once (each plays its policies one after another)
 
     @property
     def policy(self) -> str:
@@ -338,16 +340,33 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
     try:
         async with contextlib.AsyncExitStack() as stack:
             endpoints = {p: await stack.enter_async_context(_policy_daemon(s, p)) for p in s.policies}
-            for k, (traj, canaries) in enumerate(played):
-                for policy in rotated(s.policies, k):
-                    try:
-                        run = await play(endpoints[policy], traj, s, policy, canaries, progress)
-                    except LinkError as exc:
-                        raise ReplayError(f"{policy} {traj.name}: {exc}") from exc
-                    runs[policy].append(run)
-                if s.partial_json is not None:  # a long run keeps what it has measured so far
-                    text = json.dumps(_result(s, played[: k + 1], runs), indent=2, sort_keys=True)
-                    s.partial_json.write_text(text + "\n", encoding="utf-8")
+            done: dict[int, dict[str, Run]] = {}
+            slots = asyncio.Semaphore(max(1, s.jobs))
+
+            async def trajectory(k: int, traj: Trajectory, canaries: list[Canary]) -> None:
+                async with slots:
+                    got: dict[str, Run] = {}
+                    for policy in rotated(s.policies, k):
+                        try:
+                            got[policy] = await play(endpoints[policy], traj, s, policy, canaries, progress)
+                        except LinkError as exc:
+                            raise ReplayError(f"{policy} {traj.name}: {exc}") from exc
+                    done[k] = got
+                    if s.partial_json is not None:  # a long run keeps what it has measured so far
+                        ks = sorted(done)
+                        part = {p: [done[i][p] for i in ks] for p in s.policies}
+                        text = json.dumps(_result(s, [played[i] for i in ks], part), indent=2, sort_keys=True)
+                        s.partial_json.write_text(text + "\n", encoding="utf-8")
+
+            try:
+                async with asyncio.TaskGroup() as tg:
+                    for k, (traj, canaries) in enumerate(played):
+                        tg.create_task(trajectory(k, traj, canaries), name=f"replay {traj.name}")
+            except* ReplayError as group:
+                raise group.exceptions[0] from None
+            for k in sorted(done):
+                for p in s.policies:
+                    runs[p].append(done[k][p])
     except asyncio.CancelledError:
         if stopped.is_set():
             raise ReplayError("stopped by SIGTERM") from None

@@ -128,6 +128,35 @@ def test_bad_arguments_fail_before_starting_a_daemon(tmp_path: Path, trajectorie
     assert bad.returncode == 1 and "unknown policy lazy" in bad.stderr
     missing = replay(traj, f"--canaries={tmp_path / 'none.txt'}", timeout=60)
     assert missing.returncode == 1 and "none.txt: cannot read" in missing.stderr
+    jobs = replay(traj, "--jobs=0", timeout=60)
+    assert jobs.returncode == 1 and "--jobs must be at least 1" in jobs.stderr
+
+
+def test_jobs_play_trajectories_at_once_and_report_them_in_order(tmp_path: Path, trajectories: Path) -> None:
+    paths = [
+        str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),
+        str(trajectories / "mini-swe-agent" / "scikit-learn__scikit-learn-25102.traj.json"),
+    ]
+    proc = replay(
+        *paths,
+        "--budget=16000",
+        "--turn-interval=0",
+        "--no-model",
+        "--policy=optimistic,reactive",
+        "--jobs=2",
+        f"--json={tmp_path / 'r.json'}",
+        "--no-progress",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    names = data["settings"]["trajectories"]
+    assert names == ["pydicom__pydicom-1458", "scikit-learn__scikit-learn-25102"]
+    for policy in ("optimistic", "reactive"):
+        assert list(data["policies"][policy]["trajectories"]) == names
+        agg = data["policies"][policy]["aggregate"]
+        assert agg["trajectories"] == 2
+        assert agg["turns"] == sum(data["policies"][policy]["trajectories"][n]["turns"] for n in names)
+        assert agg["overflow_turns"] == 0 and agg["compactions"] >= 1, policy
 
 
 def test_parse_policies() -> None:
