@@ -74,6 +74,25 @@ def main(path: str) -> None:
             cells.append(f"{peak} / {stalled} / {t['stall_ms_p99']:.0f} / {t['overflow_turns']}")
         turns = data["policies"][pols[0]]["trajectories"][n]["turns"]
         print(f"| {n} | {turns} | " + " | ".join(cells) + " |")
+    print()
+    print("Per trajectory: regret (compacted sections referenced again later / compacted sections)")
+    print("and turns over the high watermark.\n")
+    print(
+        "| trajectory | "
+        + " | ".join(f"{p} regret" for p in pols)
+        + " | "
+        + " | ".join(f"{p} over high" for p in pols)
+        + " |"
+    )
+    print("|---|" + "---:|" * (2 * len(pols)))
+    for n in names:
+        ts = [data["policies"][p]["trajectories"].get(n) or {} for p in pols]
+        regrets = " | ".join(fmt(t.get("regret")) for t in ts)
+        over = " | ".join(fmt(t.get("turns_over_high_watermark"), True) for t in ts)
+        print(f"| {n} | {regrets} | {over} |")
+    if "optimistic" in agg and "recency" in agg and agg["recency"].get("regret"):
+        ratio = (agg["optimistic"].get("regret") or 0.0) / agg["recency"]["regret"]
+        print(f"\noptimistic regret / recency regret (all trajectories): {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from summarizer import gist
 from summarizer.compressors import compress, head_tail
 from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine, ModelError
-from summarizer.facts import extract_facts
+from summarizer.facts import extract_facts, extract_statements
 from summarizer.safety import defang, instruction_like, redact
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})
@@ -438,6 +438,7 @@ class _FactPicker:
         self.source = source
         self.most = max_facts_for(target_tokens)
         self._cache: dict[int, tuple[str, ...]] = {}
+        self._statements: tuple[str, ...] | None = None
 
     def facts(self, n: int) -> tuple[str, ...]:
         if n not in self._cache:
@@ -447,6 +448,13 @@ class _FactPicker:
 
     def all(self) -> tuple[str, ...]:
         return self.facts(self.most)
+
+    def statements(self) -> tuple[str, ...]:
+        """Stated facts beyond the capped extraction, carried while the budget has room."""
+        if self._statements is None:
+            found = extract_statements(self.source)
+            self._statements = tuple(defang(f) for f in found if not instruction_like(f))
+        return self._statements
 
     def natural_chars(self) -> int:
         return sum(len(f) + 3 for f in self.all())
@@ -467,8 +475,10 @@ class _FactPicker:
             n = max(1, min(n - 1, int(n * 0.8)))
         while chosen and size(chosen) > max_chars:
             chosen.pop()
-        for f in _outer([f for f in self.all() if f not in present]):
-            if f not in chosen and not any(f in c for c in chosen) and size([*chosen, f]) <= max_chars:
+        for f in [*_outer([f for f in self.all() if f not in present]), *self.statements()]:
+            if f in present or f in chosen or any(f in c for c in chosen):
+                continue
+            if size([*chosen, f]) <= max_chars:
                 chosen.append(f)
         order = {f: k for k, f in enumerate(self.all())}
         return sorted(chosen, key=lambda f: order.get(f, len(order)))

@@ -119,8 +119,48 @@ def _is_prose(sentence: str) -> bool:
     return sum(1 for t in tokens if _WORD.fullmatch(t.strip(".!?\"'`()"))) >= 0.6 * len(tokens)
 
 
+# A token that pins a statement down: a number of 3+ digits, a name with a digit, _ or an inner
+# hyphen, a path or URL, an issue reference, a flag.
+_SPECIFIC = re.compile(r"\d{3,}|\b[A-Za-z]+\d\w*|\b\w+_\w+|\b[a-z]+-[a-z0-9]+\b|\S/\S|#\d+|--\w")
+_STATEMENT_WORDS = (5, 40)
+
+
+def _statements(text: str, cap: int) -> Iterator[_Found]:
+    """Stated facts: a prose line of its own, one or two sentences, that names something specific
+    ("The staging database listens on port 54329."). Rare in tool output, short in prose."""
+    n, pos = 0, 0
+    for line in text.splitlines(keepends=True):
+        start, pos = pos, pos + len(line)
+        body = line.strip()
+        if not body or not body[0].isupper() or body[-1] not in ".!" or body.count(". ") > 1:
+            continue
+        words = len(body.split())
+        if _STATEMENT_WORDS[0] <= words <= _STATEMENT_WORDS[1] and _SPECIFIC.search(body) and _is_prose(body):
+            n += 1
+            yield _Found(1, start, body)
+            if n >= cap:
+                return
+
+
+def extract_statements(text: str, limit: int = 200) -> list[str]:
+    """Stated facts of `text` (:func:`_statements`), those naming something the text mentions
+    nowhere else first (the digest is the only place it would survive), then in text order."""
+    found = []
+    for f in _statements(text, limit):
+        unique = any(text.count(m[0]) == 1 for m in _SPECIFIC.finditer(f.text))
+        found.append(_Found(0 if unique else 1, f.pos, _clip(f.text)))
+    seen: set[str] = set()
+    out = []
+    for f in sorted(found):
+        if f.text not in seen:
+            seen.add(f.text)
+            out.append(f.text)
+    return out
+
+
 def _decisions(text: str, cap: int) -> Iterator[_Found]:
-    for rank, pattern in enumerate((_STRONG_DECISION, _WEAK_DECISION)):
+    """Stated decisions (rank 0), stated facts (rank 1, :func:`_statements`), intentions (rank 2)."""
+    for rank, pattern in ((0, _STRONG_DECISION), (2, _WEAK_DECISION)):
         n = 0
         for m in pattern.finditer(text):
             if not (_word_start(text, m.start()) and _word_end(text, m.end())):
@@ -131,6 +171,8 @@ def _decisions(text: str, cap: int) -> Iterator[_Found]:
                 yield _Found(rank, m.start(), sentence)
                 if n >= cap:
                     break
+        if rank == 0:
+            yield from _statements(text, cap)
 
 
 # ---------------------------------------------------------------------------------------------- paths
@@ -386,4 +428,5 @@ def extract_facts(text: str, max_facts: int = 40) -> list[str]:
     _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
     while sum(map(len, chosen)) < max_facts and any(pools):
         _take(pools, chosen, [len(group) + 1 for group in chosen], max_facts)
-    return [f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)]
+    facts = [f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)]
+    return [f for f in facts if not any(f in other and f != other for other in facts)]  # no echoes

@@ -1,8 +1,11 @@
 """Replay recorded agent trajectories through a real daemon over real ZeroMQ, and measure.
 
 Each trajectory is played as an agent would: the sections of a turn arrive, then the agent's LLM
-call needs its whole context to fit the budget. A turn that does not fit waits for compaction;
-that wait is the stall the agent sees. Proposals are applied as they arrive, between turns.
+call needs its whole context to fit the budget. The last turn (the final step and its output, such
+as mini-swe-agent's submitted diff) arrives but is never sent to a model, as in the recorded run:
+a trajectory of T turns makes T - 1 LLM calls, and ``turns`` in the results counts those calls. A
+turn that does not fit waits for compaction; that wait is the stall the agent sees. Proposals are
+applied as they arrive, between turns.
 
 Several policies are compared in one run (``--policy optimistic,reactive,masking,recency``). Each
 policy has a daemon of its own (same config, same model), started at the beginning, so the
@@ -212,8 +215,10 @@ async def play(
 
         task = asyncio.create_task(applier(), name=f"applier-{traj.name}")
         try:
-            for turn in traj.turns:
+            for k, turn in enumerate(traj.turns):
                 await link.append(*turn, wait=True)
+                if k == len(traj.turns) - 1 and k > 0:
+                    break  # the run's last step and its output: no LLM call follows it
                 stall, fits = await _wait_for_room(link, changed, s)
                 run.stalls_ms.append(stall)
                 run.overflow_turns += not fits
