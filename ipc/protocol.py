@@ -302,6 +302,17 @@ class Op:
     ids: tuple[str, ...] = ()
 
 
+def parse_delta(msg: dict[str, Any], max_text: int) -> tuple[int, int, list[Op]]:
+    """A DELTA's ``(base, version, ops)``; ``version`` defaults to ``base + 1``."""
+    base: int = field(msg, "base", int, check=_non_negative, what="a non-negative int")
+    version: int = field(msg, "version", int, default=base + 1, what="an int")
+    return base, version, parse_ops(msg, max_text)
+
+
+def _non_negative(v: int) -> bool:
+    return v >= 0
+
+
 def parse_ops(msg: dict[str, Any], max_text: int) -> list[Op]:
     raw = field(msg, "ops", list, what="a list of ops")
     ref = ref_of(msg)

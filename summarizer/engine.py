@@ -85,7 +85,6 @@ class Generation:
 
 
 _silenced = False
-_weights_errors: dict[str, str] = {}  # why a re-encoding was not used, by source path
 
 
 def silence_llama_logs() -> None:
@@ -125,21 +124,11 @@ def check_model_file(path: str) -> None:
         raise ModelError(f"model file is not a GGUF file (bad magic {magic!r}): {path}")
 
 
-def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str]:
-    check_model_file(settings.path)
+def _open(settings: EngineSettings, path: str, n_threads: int) -> Any:
     from llama_cpp import Llama  # heavy import, only where the model is used
 
-    silence_llama_logs()
-    path = settings.path
-    if settings.weights:
-        from summarizer.weights import convert
-
-        try:
-            path = convert(path, settings.weights, settings.cache_dir or None, n_threads)
-        except ModelError as exc:  # e.g. no writable cache: the shipped file still works
-            _weights_errors[settings.path] = str(exc)
     try:
-        llm = Llama(
+        return Llama(
             model_path=path,
             n_ctx=settings.n_ctx,
             n_threads=min(n_threads, settings.n_threads_decode or n_threads),
@@ -150,8 +139,38 @@ def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str]:
             verbose=False,
         )
     except Exception as exc:  # llama-cpp raises ValueError/RuntimeError on a corrupt file
-        raise ModelError(f"model file could not be loaded: {settings.path}: {exc}") from exc
-    return llm, path
+        raise ModelError(f"model file could not be loaded: {path}: {exc}") from exc
+
+
+def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str, str]:
+    """The model, the file it came from, and why re-encoded weights (``settings.weights``) are not
+    in use ("" if they are, or none were asked for). Re-encoding that fails (no writable cache, a
+    damaged cached file) falls back to the shipped file: it still works, only slower."""
+    check_model_file(settings.path)
+    silence_llama_logs()
+    error = ""
+    if settings.weights:
+        from summarizer.weights import convert
+
+        try:
+            path = convert(settings.path, settings.weights, settings.cache_dir or None, n_threads)
+        except ModelError as exc:
+            error = str(exc)
+        else:
+            try:
+                return _open(settings, path, n_threads), path, ""
+            except ModelError as exc:  # damaged in the cache: drop it so that the next load re-encodes
+                removed = _unlink(path)
+                error = f"re-encoded weights unusable ({'removed' if removed else 'not removed'}): {exc}"
+    return _open(settings, settings.path, n_threads), settings.path, error
+
+
+def _unlink(path: str) -> bool:
+    try:
+        Path(path).unlink()
+    except OSError:
+        return False
+    return True
 
 
 class LlamaEngine:
@@ -161,8 +180,9 @@ class LlamaEngine:
         self.settings = settings
         self.n_threads = settings.n_threads or default_threads()
         self._llm: Any
-        self._llm, self.loaded_path = _load(settings, self.n_threads)
-        self.weights_error = _weights_errors.pop(settings.path, "")  # "" unless re-encoding failed
+        # loaded_path: the file in use (the re-encoded one, or settings.path); weights_error: why
+        # the re-encoded weights asked for are not in use ("" if they are, or none were asked for)
+        self._llm, self.loaded_path, self.weights_error = _load(settings, self.n_threads)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._lock = threading.Lock()
         self._closed = False
@@ -191,6 +211,12 @@ class LlamaEngine:
     @property
     def path(self) -> str:
         return self.settings.path
+
+    @property
+    def weights_in_use(self) -> str:
+        """The weight format in use: ``settings.weights`` if re-encoded weights are loaded, else ""
+        (the file as shipped)."""
+        return self.settings.weights if self.loaded_path != self.settings.path else ""
 
     @property
     def n_ctx(self) -> int:
@@ -290,8 +316,8 @@ class LlamaEngine:
     def reload_sync(self, path: str | None = None) -> None:
         settings = replace(self.settings, path=path or self.settings.path)
         with self._lock:
-            new, loaded = _load(settings, self.n_threads)  # raises ModelError; the old model stays
-            old, self._llm, self.loaded_path = self._llm, new, loaded
+            new, loaded, weights_error = _load(settings, self.n_threads)  # raises ModelError; the old stays
+            old, self._llm, self.loaded_path, self.weights_error = self._llm, new, loaded, weights_error
             self.settings = settings
             self._kv = []
             self._kv_prefix = 0

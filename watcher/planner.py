@@ -214,6 +214,7 @@ def plan(
         i, j = min(windows.meeting)
     else:
         val = v
+        val.regions(windows.meeting)  # every candidate's value in one sliding pass (memoized)
 
         def cost(w: tuple[int, int]) -> tuple[float, int]:
             return (val.region(*w) + cache_weight * (total - tok[w[0]]) / marks.budget, -w[0])

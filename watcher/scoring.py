@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import math
 import re
+import time
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +57,8 @@ if TYPE_CHECKING:
 
 DEFAULT_WEIGHTS: Mapping[str, float] = {"critical": 2.0, "high": 1.5, "medium": 1.0, "low": 0.5}
 _DIGITS = re.compile(r"\d+")
+_LINES = re.compile(r"[\r\n]+")
+_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines breaks there too
 _MIN_LINE = 8  # shorter lines (braces, blank-ish) say nothing about redundancy
 
 
@@ -95,16 +99,18 @@ class Features:
 
 
 def features(text: str, with_terms: bool = False) -> Features:
-    hashes: set[int] = set()
-    count = 0
-    for raw in re.split(r"[\r\n]+", window(text)):
-        line = raw.strip()
-        if len(line) < _MIN_LINE:
-            continue
-        count += 1
-        hashes.add(hash(_DIGITS.sub("#", line)))
+    """The features of one section's text (pure: the same text always gives the same features).
+
+    Lines are split at runs of CR/LF (``str.splitlines`` when the text has no other line
+    separator: the same non-empty lines, faster). The kept lines are folded all at once: a
+    stripped line holds no line break and folding digits adds none, so joining and splitting
+    them on LF gives each line folded."""
+    win = window(text)
+    lines = _LINES.split(win) if _OTHER_BREAKS.search(win) else win.splitlines()
+    kept = [line for raw in lines if len(line := raw.strip()) >= _MIN_LINE]
+    hashes = frozenset(map(hash, _DIGITS.sub("#", "\n".join(kept)).split("\n"))) if kept else frozenset()
     words = tuple(terms(text)) if with_terms else ()
-    return Features(identifiers(text), frozenset(hashes), count, words)
+    return Features(identifiers(text), hashes, len(kept), words)
 
 
 @dataclass
@@ -119,23 +125,97 @@ class Valuation:
     exposed: list[float]  # Σ p × folded-before over identifiers only this section holds
     folded: Mapping[str, int]  # identifier -> sections holding it folded before
     exposure: float
+    _memo: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
+    _pos: dict[str, list[int]] | None = field(default=None, repr=False, compare=False)
+    _alone: list[float] | None = field(default=None, repr=False, compare=False)
 
     def region(self, i: int, j: int) -> float:
-        """The value lost by folding sections ``[i, j)`` together."""
-        inside: Counter[str] = Counter()
-        for k in range(i, j):
-            inside.update(self.shared[k])
-        lost = {x for x, c in inside.items() if c >= self.holders[x]}
+        """The value lost by folding sections ``[i, j)`` together.
+
+        An identifier is lost when every section holding it is inside (``holders``; a digest
+        holding it counts towards that too, as before). Each section loses ``base × (1 - keep)``,
+        its ``keep`` multiplied by ``1 - p`` of its lost identifiers (in the order of ``shared``);
+        the sections' losses and exposures are summed in order, and then the exposure of the lost
+        identifiers folded before (``p × folded``), in order of their first occurrence inside.
+        """
+        return self.regions(((i, j),))[0]
+
+    def regions(self, windows: Sequence[tuple[int, int]]) -> list[float]:
+        """:meth:`region` of each window, bit for bit, in one pass: the identifiers inside are
+        counted by sliding (a window starting and ending no earlier than the one before it only
+        adds and removes the sections in between), and a section none of whose identifiers is
+        lost adds its loss computed once. Memoized per window: a valuation describes one context,
+        which does not change under it."""
+        memo = self._memo
+        shared, holders = self.shared, self.holders
+        inside: dict[str, int] = {}
+        lost: set[str] = set()
+        lo = hi = 0
+        out: list[float] = []
+        for i, j in windows:
+            got = memo.get((i, j))
+            if got is None:
+                if i < lo or j < hi or i > hi:
+                    inside.clear()
+                    lost.clear()
+                    lo = hi = i
+                while hi < j:
+                    for x in shared[hi]:
+                        c = inside[x] = inside.get(x, 0) + 1
+                        if c >= holders[x]:
+                            lost.add(x)
+                    hi += 1
+                while lo < i:
+                    for x in shared[lo]:
+                        c = inside[x] = inside[x] - 1
+                        if c < holders[x]:
+                            lost.discard(x)
+                    lo += 1
+                got = memo[(i, j)] = self._value(i, j, lost)
+            out.append(got)
+        return out
+
+    def _value(self, i: int, j: int, lost: set[str]) -> float:
+        alone = self._alone
+        if alone is None:
+            alone = self._alone = [b * (1.0 - k) for b, k in zip(self.base, self.keep, strict=True)]
+        exp = self.exposed
         value = 0.0
         exposed = 0.0
+        if not lost:
+            for k in range(i, j):
+                value += alone[k]
+                exposed += exp[k]
+            return value + self.exposure * exposed
+        pos = self._pos
+        if pos is None:
+            pos = self._pos = {}
+            for k, xs in enumerate(self.shared):
+                for x in xs:
+                    pos.setdefault(x, []).append(k)
+        p, folded, shared = self.p, self.folded, self.shared
+        touched: set[int] = set()
+        before: list[tuple[int, int, str]] = []  # lost and folded before: (first position, index, x)
+        for x in lost:
+            ks = pos[x]
+            a = bisect_left(ks, i)
+            touched.update(ks[a : bisect_left(ks, j, a)])
+            if folded.get(x, 0):
+                before.append((ks[a], shared[ks[a]].index(x), x))
+        base, keeps = self.base, self.keep
         for k in range(i, j):
-            keep = self.keep[k]
-            for x in self.shared[k]:
-                if x in lost:
-                    keep *= 1.0 - self.p[x]
-            value += self.base[k] * (1.0 - keep)
-            exposed += self.exposed[k]
-        exposed += sum(self.p[x] * self.folded.get(x, 0) for x in lost)
+            if k in touched:
+                keep = keeps[k]
+                for x in shared[k]:
+                    if x in lost:
+                        keep *= 1.0 - p[x]
+                value += base[k] * (1.0 - keep)
+            else:
+                value += alone[k]
+            exposed += exp[k]
+        if before:  # (an identifier never folded before adds exactly 0.0: left out)
+            before.sort()
+            exposed += sum(p[x] * folded.get(x, 0) for _, _, x in before)
         return value + self.exposure * exposed
 
     def section(self, i: int) -> float:
@@ -145,12 +225,20 @@ class Valuation:
 
 class Scorer:
     """Scores the sections of one agent's context. Keeps per-section features between plans and
-    remembers the identifiers of sections that left the context (folded, or removed)."""
+    remembers the identifiers of sections that left the context (folded, or removed).
+
+    Sections are immutable per (id, text): features are cached by id and checked against the
+    text's hash, so a plan computes them only for sections it has not seen (:meth:`prepare` can
+    compute those ahead, a bounded slice at a time). The last valuation is kept too: a plan over
+    an unchanged context (same sections, nothing folded since) reuses it, region values included.
+    A scorer with a warm cache values a context exactly as a fresh one with the same ``folded``.
+    """
 
     def __init__(self, params: ScoreParams | None = None) -> None:
         self.params = params or ScoreParams()
         self._cache: dict[str, tuple[int, Features]] = {}
         self.folded: Counter[str] = Counter()
+        self._last: tuple[tuple[object, ...], Valuation] | None = None  # (context key, valuation)
 
     def features(self, sec: Section) -> Features:
         key = hash(sec.text)  # str caches its hash: O(1) after the first time
@@ -160,6 +248,32 @@ class Scorer:
         f = features(sec.text, with_terms=self.params.relevance == "bm25")
         self._cache[sec.id] = (key, f)
         return f
+
+    def missing(self, sections: Sequence[Section]) -> list[Section]:
+        """The sections whose features are not cached yet."""
+        cache = self._cache
+        out = []
+        for s in sections:
+            hit = cache.get(s.id)
+            if hit is None or hit[0] != hash(s.text):
+                out.append(s)
+        return out
+
+    def prepare(self, sections: Sequence[Section], seconds: float | None = None) -> int:
+        """Compute and cache the features of sections not seen yet, for at most about ``seconds``
+        (all of them if None); returns how many are still missing. A plan after this is cheaper
+        by their cost, and values the context exactly as it would have without it."""
+        todo = self.missing(sections)
+        if seconds is None:
+            for s in todo:
+                self.features(s)
+            return 0
+        until = time.perf_counter() + seconds
+        for k, s in enumerate(todo):
+            self.features(s)
+            if time.perf_counter() >= until:
+                return len(todo) - k - 1
+        return 0
 
     def _track(self, sections: Sequence[Section]) -> list[Features]:
         """Features of ``sections``; cached sections no longer present count as folded."""
@@ -171,19 +285,39 @@ class Scorer:
         return feats
 
     def valuation(self, sections: Sequence[Section]) -> Valuation:
+        feats = self._track(sections)  # first: it may fold what left the context
+        key = (
+            self.folded.total(),
+            len(self.folded),
+            *[(s.id, hash(s.text), s.kind, s.priority, s.pinned) for s in sections],
+        )
+        last = self._last
+        if last is not None and last[0] == key:
+            return last[1]
+        v = self._valuation(sections, feats)
+        self._last = (key, v)
+        return v
+
+    def _valuation(self, sections: Sequence[Section], feats: list[Features]) -> Valuation:
         p = self.params
         n = len(sections)
-        feats = self._track(sections)
         ages = turn_ages(sections)
         dens = densities(feats, p.density_floor)
-        base = [
-            p.weights.get(s.priority, 1.0) * 0.5 ** (ages[i] / p.half_life_turns) * dens[i]
-            for i, s in enumerate(sections)
-        ]
-        holders: Counter[str] = Counter()
+        weights, half_life = p.weights, p.half_life_turns
+        recency: dict[int, float] = {}
+        base = []
+        for i, s in enumerate(sections):
+            r = recency.get(ages[i])
+            if r is None:
+                r = recency[ages[i]] = 0.5 ** (ages[i] / half_life)
+            base.append(weights.get(s.priority, 1.0) * r * dens[i])
+        counts: dict[str, int] = {}
+        get = counts.get
         for s, f in zip(sections, feats, strict=True):
             if s.kind != "digest":
-                holders.update(f.idents)
+                for x in f.idents:
+                    counts[x] = get(x, 0) + 1
+        holders = Counter(counts)
         if p.relevance == "mentions":
             prob = mentions(sections, feats, ages, p.mentions, holders, self.folded)
         else:
@@ -201,22 +335,23 @@ class Scorer:
         shared: list[tuple[str, ...]] = []
         exposed: list[float] = []
         pshared: dict[str, float] = {}
+        folded_get = self.folded.get
         for f in feats:
             k = 1.0
             e = 0.0
             mine: list[str] = []
             for x in f.idents:
                 px = prob(x)
-                if holders[x] > 1:
+                if get(x, 0) > 1:
                     mine.append(x)
                     pshared[x] = px
                 else:
                     k *= 1.0 - px
-                    e += px * self.folded.get(x, 0)
+                    e += px * folded_get(x, 0)
             keep.append(k)
             shared.append(tuple(mine))
             exposed.append(e)
-        held = {x: holders[x] for x in pshared}
+        held = {x: counts[x] for x in pshared}
         return Valuation(base, keep, shared, pshared, held, exposed, self.folded, p.exposure)
 
     def scores(self, sections: Sequence[Section], strategy: str = "optimistic") -> list[float]:

@@ -23,6 +23,7 @@ from ipc.protocol import (
     MAX_SNAPSHOT_SECTIONS,
     SUPPORTED_VERSIONS,
     E,
+    Op,
     ProtocolError,
     T,
     decode,
@@ -31,8 +32,8 @@ from ipc.protocol import (
     name_ok,
     negotiate,
     parse_checkpoint,
+    parse_delta,
     parse_hello,
-    parse_ops,
     parse_recall,
     parse_restore,
     parse_snapshot,
@@ -40,15 +41,15 @@ from ipc.protocol import (
 )
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher import limits, logs, strategies
-from watcher.agents import AgentState, Pending, StagedSnapshot
+from watcher import limits, logs, strategies, wire
+from watcher.agents import AgentState, Pending, StagedSnapshot, prepare_plan
 from watcher.auth import AuthError, PeerInfo, authenticate
 from watcher.checkpoints import checkpoint as checkpoint_op
 from watcher.checkpoints import restore as restore_op
 from watcher.compactor import build_proposal, forget, seed_ids
 from watcher.config import Config, resolve_agent
 from watcher.crashpoints import crashpoint
-from watcher.planner import Plan, Watermarks, plan, trigger_tokens
+from watcher.planner import Plan, Watermarks, early_by, plan, trigger_tokens
 from watcher.recall import check_claim, recall
 from watcher.recovery import Reconciled, reconcile
 from watcher.scheduler import FairScheduler
@@ -63,10 +64,15 @@ Listener = Callable[[str, str | None, dict[str, Any]], None]
 
 DRAIN_BATCH = 256  # frames handled per wake-up of the serving loop before it yields
 RESYNC_REPEAT_S = 2.0  # while unsynced, a DELTA without id repeats the RESYNC at most this often
-
-
-def _non_negative(v: int) -> bool:
-    return v >= 0
+# The ingest hot path calls the Cython socket under zmq.Socket directly (zmq.Socket's send and
+# recv_multipart are Python wrappers around it: as much again per call), with plain int flags
+# (or-ing the enums costs more than sending a reply).
+_zsend = zmq.backend.Socket.send
+_zrecv = zmq.backend.Socket.recv
+_zget = zmq.backend.Socket.get
+_NOBLOCK = int(zmq.NOBLOCK)
+_SNDMORE_NOBLOCK = int(zmq.SNDMORE | zmq.NOBLOCK)
+_RCVMORE = int(zmq.RCVMORE)
 
 
 # Requests that need an attached agent → the Server method handling them (state, msg, ref).
@@ -141,13 +147,20 @@ class Server:
                     raise
                 self._in_loop = True
                 try:
-                    await self._on_parts(parts)
+                    if not self._fast_delta(parts):
+                        await self._on_parts(parts)
                     for _ in range(DRAIN_BATCH):  # bounded: compaction tasks get their turn too
-                        try:
-                            parts = drain.recv_multipart(zmq.NOBLOCK)
+                        try:  # drain.recv_multipart(NOBLOCK), without its wrappers
+                            peer = _zrecv(drain, _NOBLOCK)
                         except zmq.Again:
                             break
-                        await self._on_parts(parts)
+                        # a ROUTER message is the peer's routing id, then at least one part (all
+                        # there already: a message is atomic); asking for more costs a µs a time
+                        parts = [peer, _zrecv(drain, _NOBLOCK)]
+                        while _zget(drain, _RCVMORE):
+                            parts.append(_zrecv(drain, _NOBLOCK))
+                        if not self._fast_delta(parts):
+                            await self._on_parts(parts)
                 finally:
                     self._in_loop = False
         finally:
@@ -165,18 +178,47 @@ class Server:
         await self.handle(parts[0], parts[1])
         self.busy_s += time.perf_counter() - t0
 
+    def _fast_delta(self, parts: list[bytes]) -> bool:
+        """The ingest hot path: a DELTA from an attached agent that watcher.wire decodes and
+        validates in one pass, handled without a coroutine. False, with nothing done, for any other
+        frame (or an invalid one): the reference path (handle) takes it, and answers as always."""
+        t0 = time.perf_counter()
+        if len(parts) != 2 or (state := self.by_peer.get(parts[0])) is None:
+            return False
+        delta = wire.decode_delta(parts[1], self.max_frame)
+        if delta is None:
+            return False
+        self.frames += 1
+        peer = parts[0]
+        if state.agent != self._log_agent:
+            self._bind_agent(state.agent)
+        try:  # as in handle, after _dispatch's checks (an attached agent)
+            state.last_seen = time.monotonic()
+            ref, base, version, ops = delta
+            self._apply_delta(state, base, version, ops, ref)
+        except ProtocolError as exc:
+            self._error(peer, exc)
+        except Exception as exc:  # a bug must not take the daemon down for everyone
+            log.exception("internal_error", peer=peer.hex())
+            self._error(peer, ProtocolError(E.INTERNAL, f"internal error: {type(exc).__name__}"))
+        self.busy_s += time.perf_counter() - t0
+        return True
+
+    def _bind_agent(self, agent: str | None) -> None:
+        # every log line of a frame (and of the compaction task it may start) names the agent;
+        # (re)bound only when the agent changes: binding per frame costs more than the frame's work
+        if agent is None:
+            structlog.contextvars.unbind_contextvars("agent")
+        else:
+            structlog.contextvars.bind_contextvars(agent=agent)
+        self._log_agent = agent
+
     async def handle(self, peer: bytes, frame: bytes) -> None:
         self.frames += 1
         known = self.by_peer.get(peer)
-        # every log line of this frame (and of the compaction task it may start) names the agent;
-        # (re)bound only when the agent changes: binding per frame costs more than the frame's work
         agent = known.agent if known is not None else None
         if agent != self._log_agent:
-            if agent is None:
-                structlog.contextvars.unbind_contextvars("agent")
-            else:
-                structlog.contextvars.bind_contextvars(agent=agent)
-            self._log_agent = agent
+            self._bind_agent(agent)
         try:
             msg = decode(frame, self.max_frame)
             await self._dispatch(peer, msg)
@@ -187,17 +229,21 @@ class Server:
             self._error(peer, ProtocolError(E.INTERNAL, f"internal error: {type(exc).__name__}"))
 
     def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None:
+        self.send_frame(peer, encode(msg), msg.get("t"), quiet=quiet)
+
+    def send_frame(self, peer: bytes, frame: bytes, t: object, *, quiet: bool = False) -> None:
+        """Send an encoded frame of type ``t`` (for the log if it cannot be sent)."""
         # Inside the serving loop no receive is pending, so the plain socket view may send (no
         # future per reply); elsewhere (compaction tasks) the asyncio socket keeps its events right.
         try:
             if self._in_loop and self._drain is not None:
-                self._drain.send(peer, zmq.SNDMORE | zmq.NOBLOCK)  # a routed message is atomic
-                self._drain.send(encode(msg), zmq.NOBLOCK)
+                _zsend(self._drain, peer, _SNDMORE_NOBLOCK)  # a routed message is atomic
+                _zsend(self._drain, frame, _NOBLOCK)
             else:
-                self.sock.send_multipart([peer, encode(msg)], flags=zmq.NOBLOCK)
+                self.sock.send_multipart([peer, frame], flags=zmq.NOBLOCK)
         except zmq.ZMQError as exc:  # peer gone (ROUTER_MANDATORY) or its queue is full
             if not quiet:
-                log.warning("send_failed", peer=peer.hex(), type=msg.get("t"), error=str(exc))
+                log.warning("send_failed", peer=peer.hex(), type=t, error=str(exc))
 
     def emit(self, kind: str, agent: str | None, **fields: Any) -> None:
         """Tell the listeners what happened; a failing listener never reaches the serving loop."""
@@ -385,9 +431,13 @@ class Server:
         return out
 
     def _delta(self, state: AgentState, msg: dict[str, Any], ref: int | None) -> None:
-        base = field(msg, "base", int, check=_non_negative, what="a non-negative int")
-        version = field(msg, "version", int, default=base + 1, what="an int")
-        ops = parse_ops(msg, self.max_frame)
+        base, version, ops = parse_delta(msg, self.max_frame)
+        self._apply_delta(state, base, version, ops, ref)
+
+    def _apply_delta(
+        self, state: AgentState, base: int, version: int, ops: list[Op], ref: int | None
+    ) -> None:
+        """A valid DELTA (parsed by _delta, or by watcher.wire on the fast path)."""
         state.staged = None  # a DELTA in the middle of a multi-part SNAPSHOT voids it
         if not state.synced:  # waiting for the SNAPSHOT we asked for: deltas until then are moot
             if ref is not None or time.monotonic() - state.resync_at >= RESYNC_REPEAT_S:
@@ -550,11 +600,8 @@ class Server:
         return [s if s.tokens else s.with_tokens(self.summarizer.count(s.text)) for s in sections]
 
     def _synced(self, state: AgentState, ref: int | None) -> None:
-        if ref is not None:
-            self.send(
-                state.peer,
-                {"t": T.SYNCED, "re": ref, "version": state.ctx.version, "tokens": state.ctx.tokens},
-            )
+        if ref is not None:  # encode({"t": SYNCED, "re": ref, "version": ..., "tokens": ...})
+            self.send_frame(state.peer, wire.synced(ref, state.ctx.version, state.ctx.tokens), T.SYNCED)
         self._maybe_compact(state)
         self._headroom(state)
 
@@ -606,10 +653,19 @@ class Server:
         return trigger_tokens(state.marks, self._ahead(state))
 
     def _ahead(self, state: AgentState) -> int:
-        """Tokens the context is expected to grow by while a digest is written (watcher.lookahead)."""
+        """Tokens the context is expected to grow by while a digest is written (watcher.lookahead).
+
+        With a model, as much as a model digest needs, if planning that early is allowed (the
+        planner caps how early, :func:`watcher.planner.early_by`); else the digest will be
+        deterministic anyway (:meth:`_summarizer_for`), so plan only as early as that needs: a
+        later plan has more turns to choose what to fold from."""
         if not self.cfg.compaction.lookahead:
             return 0
-        return state.lookahead.tokens_ahead(model=self.summarizer.engine is not None)
+        if self.summarizer.engine is not None:
+            ahead = state.lookahead.tokens_ahead(model=True)
+            if ahead <= early_by(state.marks, ahead + 1):
+                return ahead
+        return state.lookahead.tokens_ahead(model=False)
 
     def _summarizer_for(self, state: AgentState, p: Any) -> Summarizer:
         """The model (through the scheduler's lane) when its digest would be ready before the high
@@ -626,6 +682,8 @@ class Server:
 
     async def _run_job(self, state: AgentState) -> None:
         """The agent's turn in the scheduler: plan on the mirror as it is now, then compact."""
+        if strategies.get(state.planner) is None and state.planner != "recency":
+            await prepare_plan(state)  # features of new sections, in slices: other agents go on
         if (
             self.agents.get(state.agent) is not state
             or state.policy != "auto"

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from ipc.context import Context
-from ipc.protocol import decode, parse_ops
+from ipc.protocol import decode, parse_delta, parse_ops
 from ipc.sections import Section
+from watcher import wire
 from watcher.bench.ingest import BENCH_SECTIONS, START_VERSION, DeltaStream, context_sections
 
 
@@ -24,6 +25,15 @@ def test_frames_are_consecutive_deltas_that_keep_the_context_size() -> None:
         assert (msg["id"], msg["base"], msg["version"]) == (k + 1, ctx.version, ctx.version + 1)
         ctx.apply_ops(parse_ops(msg, 1 << 20), msg["version"])
     assert ctx.tokens == tokens == 10_000 and len(ctx) == len(sections)
+
+
+def test_bench_frames_take_the_daemons_fast_path() -> None:
+    """The bench measures the path real DELTAs take: watcher.wire, not the reference validator."""
+    stream = DeltaStream()
+    for _ in range(3):
+        frame = stream.next_frame()
+        msg = decode(frame)
+        assert wire.decode_delta(frame, 1 << 24) == (msg["id"], *parse_delta(msg, 1 << 24))
 
 
 def test_bench_ingest_cli_reports_the_figures(tmp_path: Path) -> None:

@@ -30,3 +30,7 @@ async def test_load_with_kill_loses_nothing() -> None:
     assert r["mirror_mismatches"] == 0
     assert r["compactions"] > 0 and r["daemon_exit_code"] == 0
     assert r["queue_depth_max"] <= 24
+    curve = [p for p in r["rss_curve"] if p[1] is not None]
+    assert len(curve) >= 5 and all(mb > 0 for _, mb in curve)  # the RSS curve, once a second
+    cpu = [v for _, v in r["client_cpu_pct_curve"] if v is not None]  # who used the cores
+    assert cpu and r["worker_cpu_pct_curve"] and r["loadavg_curve"]

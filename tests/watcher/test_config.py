@@ -11,6 +11,7 @@ import pytest
 
 from watcher.config import (
     RESTART_REQUIRED,
+    WEIGHT_FORMATS,
     AgentOverride,
     CompactionConfig,
     Config,
@@ -53,6 +54,8 @@ n_threads = 3
 n_batch = 256
 max_tokens = 200
 timeout_s = 15
+weights = "f32"
+cache_dir = "/var/cache/compactd-test"
 
 [compaction]
 reserve = 0.2
@@ -142,6 +145,8 @@ def test_full_file_round_trips(tmp_path: Path) -> None:
             n_batch=256,
             max_tokens=200,
             timeout_s=15.0,
+            weights="f32",
+            cache_dir="/var/cache/compactd-test",
         ),
         compaction=CompactionConfig(
             reserve=0.2,
@@ -175,6 +180,23 @@ def test_config_is_frozen_and_hides_tokens(tmp_path: Path) -> None:
         cfg.compaction.reserve = 0.3  # type: ignore[misc]
     assert TOKEN_A not in repr(cfg)
     assert TOKEN_A not in repr(cfg.agents["planner-bot"])
+
+
+@pytest.mark.parametrize("weights", ["", "shipped", *WEIGHT_FORMATS])
+def test_model_weights_accepts_every_format(tmp_path: Path, weights: str) -> None:
+    cfg = load(write(tmp_path, f'[model]\nweights = "{weights}"\ncache_dir = "/var/cache/c"\n'))
+    assert (cfg.model.weights, cfg.model.cache_dir) == (weights, "/var/cache/c")
+    env = {"COMPACTD_MODEL_WEIGHTS": weights, "COMPACTD_MODEL_CACHE_DIR": str(tmp_path)}
+    assert effective(tmp_path, env).model == ModelConfig(weights=weights, cache_dir=str(tmp_path))
+
+
+def test_model_weights_formats_are_the_engines() -> None:
+    from summarizer.weights import FORMATS, normalize
+
+    assert WEIGHT_FORMATS == FORMATS
+    assert ModelConfig().weights in ("", "shipped", *FORMATS)
+    assert normalize("shipped") == normalize("") == ""
+    assert [normalize(f) for f in FORMATS] == list(FORMATS)
 
 
 def test_dotted_and_inline_forms_are_accepted(tmp_path: Path) -> None:
@@ -221,6 +243,16 @@ ERRORS = [
     ("[model]\nn_threads = -1\n", 2, "model.n_threads", "must be an integer >= 0, got -1"),
     ("[model]\nn_batch = 0\n", 2, "model.n_batch", "must be an integer >= 1, got 0"),
     ("[model]\nmax_tokens = 7\n", 2, "model.max_tokens", "must be an integer >= 8, got 7"),
+    ('[model]\nweights = "q3_k"\n', 2, "model.weights", "one of 'shipped', 'q8_0', 'q4_0', 'f16', 'bf16'"),
+    ('[model]\nweights = "Q8_0"\n', 2, "model.weights", "got 'Q8_0'"),
+    ("[model]\nweights = 8\n", 2, "model.weights", "must be a string, got 8 (integer)"),
+    (
+        '\n[model]\ncache_dir = "cache"\n',
+        3,
+        "model.cache_dir",
+        "'' (the default cache directory) or an absolute",
+    ),
+    ('[model]\ncache_dir = "~/.cache"\n', 2, "model.cache_dir", "an absolute path, got '~/.cache'"),
     ("[store]\nretention_days = -1\n", 2, "store.retention_days", ">= 0"),
     ("[store]\nmax_archive_mb = -5\n", 2, "store.max_archive_mb", ">= 0"),
     # bad enums and formats
@@ -402,6 +434,8 @@ def test_env_overrides_without_a_file(tmp_path: Path) -> None:
         ("COMPACTD_MODEL_PATHH", "/x", "model.pathh", "unknown key (did you mean 'path'?)"),
         ("COMPACTD_COMPACTION_LOW_WATERMARK", "0.95", "compaction.low_watermark", "< 1 - reserve"),
         ("COMPACTD_AGENTS_BOT_TOKEN", TOKEN_A, "agents.bot_token", "can only be set in the config file"),
+        ("COMPACTD_MODEL_WEIGHTS", "q8", "model.weights", "one of 'shipped', 'q8_0'"),
+        ("COMPACTD_MODEL_CACHE_DIR", "var/cache", "model.cache_dir", "an absolute path, got 'var/cache'"),
     ],
 )
 def test_env_errors_name_the_variable(tmp_path: Path, var: str, value: str, key: str, fragment: str) -> None:
@@ -577,6 +611,8 @@ def test_diff_restart_required(tmp_path: Path) -> None:
         "daemon.max_frame_bytes",
         "model.n_ctx",
         "model.n_threads",
+        "model.weights",
+        "model.cache_dir",
         "metrics.listen",
         "store.synchronous",
     ]

@@ -21,7 +21,8 @@ from watcher.planner import (
     should_plan,
     trigger_tokens,
 )
-from watcher.scoring import Scorer
+from watcher.relevance import RELEVANCE_METHODS
+from watcher.scoring import ScoreParams, Scorer
 
 NAMES = ["parse_args", "load_config", "FooError", "BarWidget", "util.py", "core/models.py", "__eq__", "tmp_x"]
 PLANNERS = ("optimistic", "recency")
@@ -247,3 +248,56 @@ def test_a_group_with_a_pinned_or_oversized_member_is_never_split(
         i, j = _region(Case(secs, c.marks, c.fresh), p)
         assert not (i > 0 and secs[i].group and secs[i - 1].group == secs[i].group)
         assert not (j < len(secs) and secs[j].group and secs[j - 1].group == secs[j].group)
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[Case, list[tuple[str, int]]]:
+    """A context and what happens to it between plans: sections arrive, plans are applied (the
+    region replaced by a digest), sections are removed, or nothing changes."""
+    steps = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["append", "append", "fold", "drop", "same", "prepare"]), st.integers(0, 40)
+            ),
+            max_size=8,
+        )
+    )
+    return draw(cases()), steps
+
+
+@SETTINGS
+@given(histories(), st.sampled_from(PLANNERS), st.sampled_from(RELEVANCE_METHODS), st.data())
+def test_plans_with_a_warm_cache_equal_plans_from_scratch(
+    h: tuple[Case, list[tuple[str, int]]], strategy: str, relevance: str, data: st.DataObject
+) -> None:
+    """A scorer that has seen earlier versions of the context (features cached, the last
+    valuation kept, some sections prepared ahead) plans exactly as a fresh scorer that knows only
+    what was folded before."""
+    c, steps = h
+    params = ScoreParams(relevance=relevance)
+    warm = Scorer(params)
+    secs = list(c.sections)
+    for n, (what, arg) in enumerate([("same", 0), *steps]):
+        if what == "append":
+            for k in range(arg % 4 + 1):
+                kind = data.draw(st.sampled_from(["assistant", "tool_result", "user", "other"]))
+                secs.append(
+                    Section(f"n{n}.{k}", kind, data.draw(texts()), tokens=data.draw(st.integers(1, 900)))
+                )
+        elif what == "drop" and secs:
+            del secs[arg % len(secs)]
+        elif what == "prepare":
+            warm.prepare(secs, seconds=0.0)  # one section's features only
+        elif what == "fold":
+            p = plan(secs, c.marks, c.fresh, strategy=strategy, scorer=warm)
+            if p is not None:
+                i = [s.id for s in secs].index(p.ids[0])
+                digest = Section(f"d.{n}", "digest", "[digest] " + " ".join(p.ids), tokens=p.target_tokens)
+                secs[i : i + len(p.ids)] = [digest]
+        got = plan(secs, c.marks, c.fresh, strategy=strategy, scorer=warm)
+        scores = warm.scores(secs)  # (a plan that stops early has not looked at what left yet)
+        fresh = Scorer(params)
+        fresh.folded.update(warm.folded)
+        assert plan(secs, c.marks, c.fresh, strategy=strategy, scorer=fresh) == got
+        assert fresh.scores(secs) == scores
+        assert warm.folded == fresh.folded

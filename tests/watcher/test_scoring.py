@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import re
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
+from watcher import identifiers as ident_module
+from watcher.agents import AgentState, prepare_plan
 from watcher.config import RELEVANCE_METHODS as CONFIG_METHODS
 from watcher.config import CompactionConfig
 from watcher.identifiers import identifiers, terms
+from watcher.planner import Watermarks
 from watcher.relevance import RELEVANCE_METHODS, MentionModel, goal_indices
-from watcher.scoring import ScoreParams, Scorer, features, score_params, turn_ages
+from watcher.scoring import Features, ScoreParams, Scorer, Valuation, features, score_params, turn_ages
 from watcher.trajectories import Trajectory, load
 
 
@@ -141,3 +150,126 @@ def test_config_keys_make_the_score_params() -> None:
     assert score_params(CompactionConfig()) == ScoreParams()
     with pytest.raises(ValueError, match="relevance"):
         ScoreParams(relevance="embeddings")
+
+
+# --- the fast paths compute exactly the plain definitions ------------------------------------------
+
+_ALPHABET = "aZ_x9٣.-/ \t\n\r\x0b\x0c\x1c\x85\u2028#"
+_WORDS = [
+    "parse_args",
+    "FooError",
+    "getValue",
+    "__eq__",
+    "util.py",
+    "core/basic.py",
+    "a.b.c",
+    "took",
+    "12",
+    "x" * 90,
+]
+
+
+def plain_identifiers(text: str) -> frozenset[str]:
+    text = ident_module.window(text)
+    out: set[str] = set()
+    for m in ident_module._RUN.finditer(text):
+        if "." in m[0] and len(m[0]) <= ident_module.MAX_FILE_RUN:
+            out.update(ident_module._FILE.findall(m[0]))
+    for m in ident_module._WORD.finditer(text):
+        if ident_module._is_code_name(m[0]):
+            out.add(m[0])
+    return frozenset(out - ident_module.GENERIC)
+
+
+def plain_features(text: str) -> Features:
+    hashes: set[int] = set()
+    count = 0
+    for raw in re.split(r"[\r\n]+", ident_module.window(text)):
+        line = raw.strip()
+        if len(line) >= 8:
+            count += 1
+            hashes.add(hash(re.sub(r"\d+", "#", line)))
+    return Features(plain_identifiers(text), frozenset(hashes), count)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(_WORDS), st.text(_ALPHABET, max_size=12)), max_size=40))
+def test_features_are_the_plain_definitions(parts: list[str]) -> None:
+    text = " ".join(parts)
+    assert identifiers(text) == plain_identifiers(text)
+    assert features(text) == plain_features(text)
+
+
+def test_features_of_real_sections_are_the_plain_definitions(sympy: Trajectory) -> None:
+    for s in [s for turn in sympy.turns for s in turn]:
+        assert features(s.text) == plain_features(s.text)
+
+
+def plain_region(v: Valuation, i: int, j: int) -> float:
+    """Valuation.region by its definition: count, in order; sum, in order."""
+    inside: Counter[str] = Counter()
+    for k in range(i, j):
+        inside.update(v.shared[k])
+    lost = [x for x, c in inside.items() if c >= v.holders[x]]
+    value = exposed = 0.0
+    for k in range(i, j):
+        keep = v.keep[k]
+        for x in v.shared[k]:
+            if x in lost:
+                keep *= 1.0 - v.p[x]
+        value += v.base[k] * (1.0 - keep)
+        exposed += v.exposed[k]
+    exposed += sum(v.p[x] * v.folded.get(x, 0) for x in lost)
+    return value + v.exposure * exposed
+
+
+def test_region_values_are_the_plain_definition_bit_for_bit(sympy: Trajectory) -> None:
+    secs = [s for turn in sympy.turns[:80] for s in turn]
+    scorer = Scorer()
+    scorer.scores(secs)
+    kept = [s for k, s in enumerate(secs) if not 10 <= k < 40]  # folded before: exposure counts
+    v = scorer.valuation(kept)
+    assert scorer.folded
+    n = len(kept)
+    sliding = [(i, min(n, i + 5 + i % 17)) for i in range(0, n - 1, 2)]  # starts and ends move forward
+    jumping = [(i, min(n, i + 1 + (i * 7) % 23)) for i in range(n - 1, 0, -3)]  # and not
+    fresh = scorer.valuation(list(kept))  # the same valuation (memoized) ...
+    assert fresh is v
+    other = Scorer()
+    other.folded.update(scorer.folded)
+    w = other.valuation(kept)  # ... and a new one: nothing memoized yet
+    assert w is not v
+    for windows in (sliding, jumping):
+        want = [plain_region(v, i, j) for i, j in windows]
+        assert w.regions(windows) == want
+        assert [v.region(i, j) for i, j in windows] == want
+    assert [w.section(i) for i in range(n)] == [plain_region(v, i, i + 1) for i in range(n)]
+
+
+def test_prepared_features_are_used_and_plans_unchanged(sympy: Trajectory) -> None:
+    secs = [s for turn in sympy.turns[:40] for s in turn]
+    scorer = Scorer()
+    assert len(scorer.missing(secs)) == len(secs)
+    left = scorer.prepare(secs, seconds=0.0)  # one at least, then the time is up
+    assert left == len(secs) - 1
+    assert scorer.prepare(secs) == 0 and scorer.missing(secs) == []
+    assert scorer.scores(secs) == Scorer().scores(secs)
+
+
+async def test_features_are_prepared_a_slice_at_a_time_between_turns_of_the_loop(sympy: Trajectory) -> None:
+    secs = [s for turn in sympy.turns[:20] for s in turn]
+    state = AgentState("a", "s", b"peer", Watermarks(32000, 0.15, 0.6), ctx=Context(secs))
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    counter = asyncio.create_task(count_turns())
+    await prepare_plan(state, slice_s=0.0)  # a slice: one section
+    counter.cancel()
+    assert state.scorer.missing(secs) == []
+    assert turns >= len(secs) - 2  # the loop ran between the slices
+    assert state.scorer.scores(secs) == Scorer().scores(secs)

@@ -122,6 +122,23 @@ def test_security_exposure() -> None:
     assert exposure <= MAX_EXPOSURE, output
 
 
+def _exposure(unit: Path) -> float:
+    result = _analyze("security", "--offline=true", unit)
+    match = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", result.stdout + result.stderr)
+    assert match, result.stdout + result.stderr
+    return float(match.group(1))
+
+
+@needs_analyze
+def test_cache_directory_costs_no_exposure(tmp_path: Path) -> None:
+    """CacheDirectory= (a writable /var/cache/compactd for re-encoded weights) scores the same."""
+    without = re.sub(r"(?m)^CacheDirectory(Mode)?=.*\n", "", UNIT.read_text(encoding="utf-8"))
+    assert "CacheDirectory" not in _settings(without)
+    copy = tmp_path / UNIT.name
+    copy.write_text(without, encoding="utf-8")
+    assert _exposure(UNIT) <= _exposure(copy)
+
+
 def test_unit_settings() -> None:
     s = _settings(UNIT.read_text(encoding="utf-8"))
     assert s["Type"] in (["notify"], ["notify-reload"])
@@ -141,6 +158,9 @@ def test_unit_settings() -> None:
     assert s["StateDirectory"] == ["compactd"]
     assert s["StateDirectoryMode"] == ["0700"]
     assert s["ConfigurationDirectory"] == ["compactd"]
+    # $CACHE_DIRECTORY: re-encoded weights (model.weights, summarizer.weights.default_cache_dir)
+    assert s["CacheDirectory"] == ["compactd"]
+    assert s["CacheDirectoryMode"] == ["0700"]
     assert s["UMask"] == ["0007"]
     assert s["RestrictAddressFamilies"] == ["AF_UNIX AF_INET AF_INET6"]
     assert s["IPAddressDeny"] == ["any"]

@@ -45,6 +45,7 @@ from watcher.store import DB_NAME, check_integrity, connect_readonly
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 RECALL_SAMPLE: Final = 400  # applied proposals whose originals are recalled after the run
 LINK_TIMEOUT_S: Final = 3.0  # an append in flight when the daemon is killed fails after this long
+NO_AGENT: Final = "load-status-probe"  # a STATUS naming it gets the daemon's figures, no agent's
 
 
 class BenchError(RuntimeError):
@@ -221,23 +222,38 @@ def _children(pid: int) -> list[int]:
 
 def proc_sample(pid: int) -> tuple[float, float]:
     """(RSS MiB, CPU seconds) of a process and its children (the digest worker)."""
-    rss = cpu = 0.0
-    for p in [pid, *_children(pid)]:
+    rss, main, children = proc_split(pid)
+    return rss, main + children
+
+
+def proc_split(pid: int) -> tuple[float, float, float]:
+    """(RSS MiB of the process and its children, CPU seconds of the process, of its children)."""
+    rss = 0.0
+    cpu = [0.0, 0.0]
+    for n, p in enumerate([pid, *_children(pid)]):
         with contextlib.suppress(OSError, ValueError, IndexError):
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     rss += int(line.split()[1]) / 1024
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / CLK_TCK
-    return rss, cpu
+            cpu[min(n, 1)] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return rss, cpu[0], cpu[1]
 
 
-async def ask_status(ctx: zmq.asyncio.Context, endpoint: str, within_s: float = 5.0) -> dict[str, Any] | None:
+async def ask_status(
+    ctx: zmq.asyncio.Context, endpoint: str, within_s: float = 5.0, agents: bool = True
+) -> dict[str, Any] | None:
+    """The operator's STATUS; ``agents=False``: the daemon's part only (it names an agent that is
+    not attached), which costs the daemon no per-agent work: the once-a-second sample must not add
+    to the ingest latency it measures."""
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(endpoint)
+    msg: dict[str, Any] = {"t": "STATUS", "id": 1}
+    if not agents:
+        msg["agent"] = NO_AGENT
     try:
-        await sock.send(encode({"t": "STATUS", "id": 1}))
+        await sock.send(encode(msg))
         frame = await asyncio.wait_for(sock.recv(), within_s)
         reply = decode(frame, 1 << 30)
         return reply if reply.get("t") == "STATE" else None
@@ -262,21 +278,27 @@ class Sampler:
     queue: dict[str, Any] = field(default_factory=dict)  # the last compaction_queue stats seen
 
     async def run(self, ctx: zmq.asyncio.Context, holder: dict[str, DaemonProcess], start: float) -> None:
-        last_cpu: tuple[float, float] | None = None
+        last_cpu: tuple[float, float, float, float] | None = None  # (when, daemon, worker, client)
         while True:
             await asyncio.sleep(1.0)
             daemon = holder["daemon"]
             t = round(time.monotonic() - start, 1)
             try:
-                rss, cpu = proc_sample(daemon.proc.pid)
+                rss, main, worker = proc_split(daemon.proc.pid)
             except (OSError, ValueError, IndexError):
                 self.curve.append({"t": t, "rss_mb": None})
                 last_cpu = None
                 continue
             now = time.monotonic()
-            cpu_pct = round((cpu - last_cpu[1]) / (now - last_cpu[0]) * 100, 1) if last_cpu else None
-            last_cpu = (now, cpu)
-            status = await ask_status(ctx, daemon.endpoint, 2.0)
+            client = time.process_time()
+            cpu_pct = worker_pct = client_pct = None
+            if last_cpu:
+                span = (now - last_cpu[0]) / 100
+                cpu_pct = round((main + worker - last_cpu[1] - last_cpu[2]) / span, 1)
+                worker_pct = round((worker - last_cpu[2]) / span, 1)
+                client_pct = round((client - last_cpu[3]) / span, 1)
+            last_cpu = (now, main, worker, client)
+            status = await ask_status(ctx, daemon.endpoint, 2.0, agents=False)
             q = (status or {}).get("daemon", {}).get("compaction_queue") or {}
             if q:
                 self.queue = q
@@ -284,7 +306,10 @@ class Sampler:
                 {
                     "t": t,
                     "rss_mb": round(rss, 1),
-                    "cpu_pct": cpu_pct,
+                    "cpu_pct": cpu_pct,  # the daemon and its digest worker
+                    "worker_cpu_pct": worker_pct,
+                    "client_cpu_pct": client_pct,  # this process: the 200 agents
+                    "loadavg": round(os.getloadavg()[0], 2),
                     "queue_depth": q.get("depth"),
                     "served": q.get("served"),
                     "agents": (status or {}).get("daemon", {}).get("agents"),
@@ -458,6 +483,9 @@ def _result(
         "queue_curve": [[p["t"], p.get("queue_depth")] for p in sampler.curve],
         "queue": sampler.queue,
         "cpu_pct_curve": [[p["t"], p.get("cpu_pct")] for p in sampler.curve],
+        "worker_cpu_pct_curve": [[p["t"], p.get("worker_cpu_pct")] for p in sampler.curve],
+        "client_cpu_pct_curve": [[p["t"], p.get("client_cpu_pct")] for p in sampler.curve],
+        "loadavg_curve": [[p["t"], p.get("loadavg")] for p in sampler.curve],
         "compactions": sum(r.compactions for r in runs),
         "stale_proposals": sum(r.stale for r in runs),
         "quiet_compactions_min": min((r.compactions for r in quiet), default=0),

@@ -45,6 +45,7 @@ from ipc.sections import Section
 from summarizer import gist
 from summarizer.digest import GIST_MAX_TOKENS, Digest, Item, Summarizer, prose_chunks
 from summarizer.engine import EngineSettings, LlamaEngine, ModelError
+from summarizer.weights import normalize as normalize_weights
 from watcher.planner import digest_target
 from watcher.trajectories import Trajectory, TrajectoryError, load_many
 
@@ -276,7 +277,7 @@ async def run_summarizer_bench(settings: SummarizerBenchSettings) -> dict[str, A
         n_batch=settings.n_batch,
         n_ubatch=settings.n_ubatch,
         flash_attn=settings.flash_attn,
-        weights=settings.weights,
+        weights=normalize_weights(settings.weights),
         prompt_lookup=settings.prompt_lookup,
         timeout_s=120.0,
     )
@@ -334,7 +335,10 @@ async def run_summarizer_bench(settings: SummarizerBenchSettings) -> dict[str, A
     flops = float(matmul["gflops"]) * 1e9
     result: dict[str, Any] = {
         "model": settings.model,
-        "weights": settings.weights or "as shipped",
+        "weights": engine_settings.weights or "as shipped",
+        "weights_in_use": engine.weights_in_use or "as shipped",  # differs if re-encoding failed
+        "weights_file": engine.loaded_path,
+        "weights_error": engine.weights_error,
         "n_params": params,
         "n_threads": engine.n_threads,
         "n_threads_decode": engine_settings.n_threads_decode,
