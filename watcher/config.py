@@ -83,9 +83,9 @@ class ModelConfig:
     max_tokens: int = 128
     timeout_s: float = 60.0
     # re-encode the weights once into this format (summarizer.weights.FORMATS), cached in cache_dir;
-    # "" or "shipped" = use the file as it is. q8_0: ~2x the shipped file's prefill, near-lossless
-    # (q4_0 is faster still, but its gists were rejected where q8_0's pass: docs/BENCHMARKS.md)
-    weights: str = "q8_0"
+    # "" or "shipped" = use the file as it is. q4_0: the fastest prefill and decode on CPU with no
+    # measured loss of gist quality (docs/BENCHMARKS.md, Summarizer); q8_0 is near-lossless
+    weights: str = "q4_0"
     cache_dir: str = ""  # "" = $CACHE_DIRECTORY (systemd), else $XDG_CACHE_HOME/compactd, ~/.cache/compactd
 
 
