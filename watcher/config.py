@@ -92,7 +92,9 @@ class ModelConfig:
 @dataclass(frozen=True)
 class CompactionConfig:
     reserve: float = 0.15  # headroom kept free: high watermark = (1 - reserve) * budget
-    low_watermark: float = 0.6  # compact down to this fraction of the budget
+    # compact down to this fraction of the budget; 0 (the default, not settable) = auto:
+    # low_ratio() = min(0.7, 1 - reserve - 0.15), chosen by regret (docs/BENCHMARKS.md)
+    low_watermark: float = 0.0
     policy: str = "auto"  # auto | manual | off
     planner: str = "optimistic"  # optimistic | recency
     fresh_turns: int = 4  # the newest N turns (an LLM step and its tool outputs) are anchors
@@ -562,7 +564,7 @@ def _blame(origins: dict[str, str], *keys: str) -> tuple[str, str]:
 def _cross_check(cfg: Config, origins: dict[str, str]) -> None:
     """Constraints between keys; the error blames a key that was set (the first listed if both were)."""
     c, d, m = cfg.compaction, cfg.daemon, cfg.model
-    if not c.low_watermark < 1 - c.reserve:
+    if c.low_watermark and not c.low_watermark < 1 - c.reserve:
         key, where = _blame(origins, "compaction.low_watermark", "compaction.reserve")
         got = f"low_watermark = {c.low_watermark:g}, reserve = {c.reserve:g}"
         raise _error(where, key, f"must satisfy low_watermark < 1 - reserve, got {got}")
@@ -579,7 +581,7 @@ def _cross_check(cfg: Config, origins: dict[str, str]) -> None:
     tokens: dict[str, str] = {}
     for agent_id, o in cfg.agents.items():
         prefix = _dotted(("agents", agent_id))
-        if o.reserve is not None and not c.low_watermark < 1 - o.reserve:
+        if o.reserve is not None and c.low_watermark and not c.low_watermark < 1 - o.reserve:
             got = f"compaction.low_watermark = {c.low_watermark:g}, reserve = {o.reserve:g}"
             msg = f"must satisfy compaction.low_watermark < 1 - reserve, got {got}"
             raise _error(origins.get(f"{prefix}.reserve", ""), f"{prefix}.reserve", msg)
@@ -714,6 +716,20 @@ class ResolvedAgent:
         return int(self.budget * self.low_watermark)
 
 
+AUTO_LOW: Final = 0.7  # the low watermark when none is set ...
+AUTO_BAND: Final = 0.15  # ... or this far below the high watermark, if that is lower
+AUTO_LOW_FLOOR: Final = 0.05
+AUTO_LOW_TOP: Final = 1 - AUTO_BAND - AUTO_LOW_FLOOR  # the largest reserve an agent may ask for then
+
+
+def low_ratio(c: CompactionConfig, reserve: float) -> float:
+    """The low watermark (a fraction of the budget) for an agent with this reserve: the configured
+    one, or (auto) min(AUTO_LOW, 1 - reserve - AUTO_BAND), at least AUTO_LOW_FLOOR."""
+    if c.low_watermark:
+        return c.low_watermark
+    return round(max(AUTO_LOW_FLOOR, min(AUTO_LOW, 1 - reserve - AUTO_BAND)), 6)
+
+
 def resolve_agent(
     cfg: Config,
     agent_id: str,
@@ -732,7 +748,7 @@ def resolve_agent(
         ok = type(requested_budget) is int and requested_budget >= 1
         _require(ok, "budget", "a positive integer", requested_budget)
     if o.reserve is None and requested_reserve is not None:
-        top = 1 - c.low_watermark
+        top = 1 - c.low_watermark if c.low_watermark else AUTO_LOW_TOP
         _require(0 < requested_reserve < top, "reserve", f"in (0, {top:g})", requested_reserve)
     if o.policy is None and requested_policy is not None:
         _require(requested_policy in POLICIES, "policy", "one of " + ", ".join(POLICIES), requested_policy)
@@ -744,7 +760,7 @@ def resolve_agent(
         reserve=_first(o.reserve, requested_reserve, default=c.reserve),
         policy=_first(o.policy, requested_policy, default=c.policy),
         planner=_first(o.planner, requested_planner, default=c.planner),
-        low_watermark=c.low_watermark,
+        low_watermark=low_ratio(c, _first(o.reserve, requested_reserve, default=c.reserve)),
     )
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from watcher import config as cfgmod
-from watcher.config import Config, ConfigError
+from watcher.config import Config, ConfigError, low_ratio
 
 OFF = "off"
 
@@ -113,7 +113,7 @@ def check_config(path: str | None) -> tuple[Config, str]:
     c = cfg.compaction
     lines = [
         f"{what}: ok",
-        f"  compaction  policy {c.policy}, reserve {c.reserve:g}, low watermark {c.low_watermark:g}, "
+        f"  compaction  policy {c.policy}, reserve {c.reserve:g}, low watermark {low_ratio(c, c.reserve):g}, "
         f"default budget {c.default_budget}",
         f"  model       {'off' if not cfg.model.enabled else cfg.model.path or 'SmolLM2-135M (default)'}",
         f"  metrics     {cfg.metrics.listen or 'off'}",

@@ -27,6 +27,7 @@ from watcher.config import (
     find_config_path,
     load,
     load_effective,
+    low_ratio,
     parse_listen,
     parse_mqtt_url,
     resolve_agent,
@@ -279,7 +280,12 @@ ERRORS = [
     ('[mqtt]\ntopic_prefix = "compactd/"\n', 2, "mqtt.topic_prefix", "leading/trailing '/'"),
     # constraints between keys: the key that was set is blamed
     ("[compaction]\nlow_watermark = 0.9\n", 2, "compaction.low_watermark", "low_watermark < 1 - reserve"),
-    ("[compaction]\nreserve = 0.5\n", 2, "compaction.reserve", "got low_watermark = 0.6, reserve = 0.5"),
+    (
+        "[compaction]\nlow_watermark = 0.6\nreserve = 0.5\n",
+        2,
+        "compaction.low_watermark",
+        "got low_watermark = 0.6",
+    ),
     ("[model]\nmax_tokens = 4096\n", 2, "model.max_tokens", "max_tokens < n_ctx, got 4096 >= 2048"),
     ("[model]\nmax_tokens = 300\nn_ctx = 256\n", 2, "model.max_tokens", "got 300 >= 256"),
     (
@@ -305,7 +311,12 @@ ERRORS = [
     ("[agents.bot]\nbudget = 500\n", 2, "agents.bot.budget", "in [1000, 100000000], got 500"),
     ('[agents."ci bot"]\nbudget = true\n', 2, 'agents."ci bot".budget', "must be an integer"),
     ("[agents.bot]\nreserve = 1.0\n", 2, "agents.bot.reserve", "in (0, 1)"),
-    ("[agents.bot]\nreserve = 0.5\n", 2, "agents.bot.reserve", "compaction.low_watermark < 1 - reserve"),
+    (
+        "[compaction]\nlow_watermark = 0.6\n[agents.bot]\nreserve = 0.5\n",
+        4,
+        "agents.bot.reserve",
+        "compaction.low_watermark < 1 - reserve",
+    ),
     ('[agents.bot]\npolicy = "sometimes"\n', 2, "agents.bot.policy", "one of 'auto', 'manual', 'off'"),
     ('[agents.bot]\nplanner = "lru"\n', 2, "agents.bot.planner", "one of 'optimistic', 'recency'"),
     ('[agents.bot]\ntoken = ""\n', 2, "agents.bot.token", "got a 0-character string"),
@@ -559,10 +570,12 @@ def test_example_documents_every_key() -> None:
     raw = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
     sections = {"daemon", "model", "compaction", "metrics", "mqtt", "store"}
     assert set(raw) == sections
+    text = EXAMPLE.read_text(encoding="utf-8")
+    unset_by_default = {"low_watermark"}  # documented commented out: its default is "unset" (auto)
     for name in sections:
         fields = {f.name for f in dataclasses.fields(getattr(Config(), name))}
-        assert set(raw[name]) == fields, name
-    text = EXAMPLE.read_text(encoding="utf-8")
+        assert set(raw[name]) == fields - unset_by_default, name
+    assert "# low_watermark = " in text
     for f in dataclasses.fields(AgentOverride):
         assert f"# {f.name} = " in text, f.name
 
@@ -633,10 +646,10 @@ def test_diff_restart_required(tmp_path: Path) -> None:
 def test_resolve_agent_defaults() -> None:
     got = resolve_agent(Config(), "anyone")
     assert got == ResolvedAgent(
-        budget=32000, reserve=0.15, policy="auto", planner="optimistic", low_watermark=0.6
+        budget=32000, reserve=0.15, policy="auto", planner="optimistic", low_watermark=0.7
     )
     assert got.high_water_tokens == 27200
-    assert got.low_water_tokens == 19200
+    assert got.low_water_tokens == 22400
 
 
 def test_resolve_agent_requests_win_over_defaults() -> None:
@@ -668,8 +681,8 @@ def test_resolve_agent_config_overrides_win_over_requests(tmp_path: Path) -> Non
     [
         ({"requested_budget": 0}, "requested budget must be a positive integer, got 0"),
         ({"requested_budget": True}, "requested budget must be a positive integer, got True"),
-        ({"requested_reserve": 0.0}, "requested reserve must be in (0, 0.4), got 0.0"),
-        ({"requested_reserve": 0.5}, "requested reserve must be in (0, 0.4), got 0.5"),
+        ({"requested_reserve": 0.0}, "requested reserve must be in (0, 0.8), got 0.0"),
+        ({"requested_reserve": 0.85}, "requested reserve must be in (0, 0.8), got 0.85"),
         ({"requested_policy": "never"}, "requested policy must be one of auto, manual, off, got 'never'"),
     ],
 )
@@ -706,3 +719,19 @@ def test_parse_mqtt_url() -> None:
     ):
         with pytest.raises(ValueError):
             parse_mqtt_url(bad)
+
+
+def test_the_auto_low_watermark_follows_the_reserve(tmp_path: Path) -> None:
+    """Unset, the low watermark is min(0.7, 1 - reserve - 0.15): any reserve below 0.8 works, and a
+    larger reserve keeps a band of 0.15 under its high watermark; set, it is used as is."""
+    assert low_ratio(Config().compaction, 0.15) == 0.7
+    assert low_ratio(Config().compaction, 0.3) == 0.55
+    assert low_ratio(Config().compaction, 0.79) == 0.06
+    assert resolve_agent(Config(), "a", requested_reserve=0.5).low_watermark == 0.35
+    cfg = load(write(tmp_path, "[compaction]\nreserve = 0.5\n[agents.bot]\nreserve = 0.3\n"))
+    assert resolve_agent(cfg, "x").low_watermark == 0.35
+    assert resolve_agent(cfg, "bot").low_watermark == 0.55
+    fixed = load(write(tmp_path, "[compaction]\nlow_watermark = 0.5\n"))
+    assert resolve_agent(fixed, "x", requested_reserve=0.3).low_watermark == 0.5
+    with pytest.raises(ValueError, match=r"requested reserve must be in \(0, 0.5\)"):
+        resolve_agent(fixed, "x", requested_reserve=0.5)

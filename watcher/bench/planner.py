@@ -38,7 +38,7 @@ class PlannerBenchSettings:
     paths: list[Path]
     budgets: Sequence[int] = (32000,)
     reserve: float = 0.15
-    low_watermark: float = 0.6
+    low_watermark: float = 0.7
     fresh_turns: int = 4
     model_tokenizer: bool = True
     variants: Sequence[str] = field(default_factory=lambda: [f"optimistic:{m}" for m in RELEVANCE_METHODS])
