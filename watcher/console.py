@@ -212,6 +212,12 @@ def render_status(reply: dict[str, Any], endpoint: str = "") -> str:
         lines.append(f"  model     DEGRADED: {d.get('degraded_reason') or '?'} (deterministic digests only)")
     else:
         lines.append(f"  model     ok: {d.get('model') or 'SmolLM2-135M (default)'}")
+    w = d.get("weights")
+    if isinstance(w, dict) and w.get("requested"):
+        lines.append(
+            f"  weights   {w.get('in_use') or 'shipped'} (asked: {w['requested']})"
+            + (f"; re-encoding failed: {w['error']}" if w.get("error") else "")
+        )
     if "config" in d:
         reloads = d.get("reloads") or {}
         extra = f" (reloads: {reloads.get('ok', 0)} ok, {reloads.get('failed', 0)} failed)" if reloads else ""

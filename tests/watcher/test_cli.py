@@ -14,6 +14,7 @@ import pytest
 
 from ipc.client import AgentLink
 from ipc.sections import Section
+from watcher.console import render_status
 from watcher.replay import DaemonProcess
 
 COMMANDS = ("run", "status", "agents", "config", "replay")
@@ -176,3 +177,12 @@ def test_readme_configuration_reference_is_complete() -> None:
     assert rows.keys() - keys == set(), "README documents keys that do not exist"
     for key, cells in rows.items():
         assert (cells[3] == "restart") == (key in config.RESTART_REQUIRED), key
+
+
+def test_status_text_says_which_weights_are_in_use() -> None:
+    ok = {"daemon": {"uptime_s": 1, "weights": {"requested": "q4_0", "in_use": "q4_0", "error": ""}}}
+    assert "  weights   q4_0 (asked: q4_0)" in render_status(ok)
+    failed = {"requested": "q4_0", "in_use": "shipped", "error": "cache not writable"}
+    text = render_status({"daemon": {"uptime_s": 1, "weights": failed}})
+    assert "  weights   shipped (asked: q4_0); re-encoding failed: cache not writable" in text
+    assert "weights" not in render_status({"daemon": {"uptime_s": 1, "weights": None}})
