@@ -323,6 +323,7 @@ def header(items: Sequence[Item], ref: str, before: int) -> str:
 
 
 FACTS_SHARE = 0.75  # at most this share of a digest's characters goes to the key-facts line
+STATEMENT_SHARE = 0.3  # of which stated facts (whole sentences) are picked first, up to this share
 BRIEF_BELOW = 160  # a section given fewer characters than this is shown as its first line only
 INDEX_BELOW = 72  # ... and below this, sections are only listed by id and kind
 
@@ -467,14 +468,23 @@ class _FactPicker:
         def size(fs: Sequence[str]) -> int:
             return sum(len(f) + 3 for f in fs) + 48
 
+        stated: list[str] = []  # stated facts first, up to a share of the room: whole sentences
+        for f in self.statements():  # naming something the region says nowhere else come first
+            fresh = f not in present and not any(f in c for c in stated)
+            if fresh and size([*stated, f]) <= max_chars * STATEMENT_SHARE:
+                stated.append(f)
+        room = max_chars - (size(stated) - 48 if stated else 0)
         n = self.most
         while True:
-            chosen = _outer([f for f in self.facts(n) if f not in present])
-            if size(chosen) <= max_chars or n <= 1:
+            chosen = _outer(
+                [f for f in self.facts(n) if f not in present and not any(f in c for c in stated)]
+            )
+            if size(chosen) <= room or n <= 1:
                 break
             n = max(1, min(n - 1, int(n * 0.8)))
-        while chosen and size(chosen) > max_chars:
+        while chosen and size(chosen) > room:
             chosen.pop()
+        chosen = [*stated, *chosen]
         for f in [*_outer([f for f in self.all() if f not in present]), *self.statements()]:
             if f in present or f in chosen or any(f in c for c in chosen):
                 continue
