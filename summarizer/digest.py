@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from summarizer import gist
 from summarizer.compressors import compress, head_tail
 from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine, ModelError
-from summarizer.facts import extract_facts, extract_statements
+from summarizer.facts import extract_facts, extract_statements, without_echoes
 from summarizer.safety import defang, instruction_like, redact
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})
@@ -476,7 +476,7 @@ class _FactPicker:
         room = max_chars - (size(stated) - 48 if stated else 0)
         n = self.most
         while True:
-            chosen = _outer(
+            chosen = without_echoes(
                 [f for f in self.facts(n) if f not in present and not any(f in c for c in stated)]
             )
             if size(chosen) <= room or n <= 1:
@@ -485,18 +485,13 @@ class _FactPicker:
         while chosen and size(chosen) > room:
             chosen.pop()
         chosen = [*stated, *chosen]
-        for f in [*_outer([f for f in self.all() if f not in present]), *self.statements()]:
+        for f in [*without_echoes([f for f in self.all() if f not in present]), *self.statements()]:
             if f in present or f in chosen or any(f in c for c in chosen):
                 continue
             if size([*chosen, f]) <= max_chars:
                 chosen.append(f)
         order = {f: k for k, f in enumerate(self.all())}
         return sorted(chosen, key=lambda f: order.get(f, len(order)))
-
-
-def _outer(facts: Sequence[str]) -> list[str]:
-    """`facts` without those contained verbatim in another of them."""
-    return [f for f in facts if not any(f in g and f != g for g in facts)]
 
 
 def _stub(items: Sequence[Item], ref: str, before: int, facts: Sequence[str], max_chars: int) -> str:

@@ -12,7 +12,7 @@ quantifiers, so none can backtrack catastrophically.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 FACT_MAX_CHARS = 200
@@ -428,5 +428,9 @@ def extract_facts(text: str, max_facts: int = 40) -> list[str]:
     _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
     while sum(map(len, chosen)) < max_facts and any(pools):
         _take(pools, chosen, [len(group) + 1 for group in chosen], max_facts)
-    facts = [f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)]
-    return [f for f in facts if not any(f in other and f != other for other in facts)]  # no echoes
+    return without_echoes([f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)])
+
+
+def without_echoes(facts: Sequence[str]) -> list[str]:
+    """`facts` without those contained verbatim in another of them (the other carries them)."""
+    return [f for f in facts if not any(f in g and f != g for g in facts)]

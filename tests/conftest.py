@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from watcher.paths import default_model_path
-from watcher.replay import DaemonProcess
+from watcher.replay import DaemonProcess, running_daemon
 
 TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "trajectories"
 
@@ -31,9 +31,5 @@ def model_path() -> str:
 @pytest.fixture
 async def daemon(tmp_path: Path, model_path: str) -> AsyncIterator[DaemonProcess]:
     """A real `compactd run` subprocess with the real model on a private ipc socket."""
-    proc = DaemonProcess(tmp_path, None, model=True)
-    try:
-        await proc.wait_ready()
+    async with running_daemon(tmp_path, None, model=True) as proc:
         yield proc
-    finally:
-        proc.stop()

@@ -12,9 +12,8 @@ where it starts, so a plan never removes far more than needed: dropping its last
 plan folds the region that saves the most. Below the high mark (a look-ahead plan) that region
 must save at least a quarter of the gap between the watermarks, else the plan waits (None) until
 more is foldable: folding a sliver every turn would bust the agent's cache every turn for little
-room. When nothing at all is
-foldable it returns None and the server says so once. One region per plan keeps cuts few and
-contiguous: one cache miss per compaction.
+room. When nothing at all is foldable it returns None and the server says so once. One region per
+plan keeps cuts few and contiguous: one cache miss per compaction.
 
 Anchors are never in a region: the system prompt, user instructions (user sections of priority
 critical or high), critical and pinned sections (the current goal, decisions), prior digests and
@@ -150,10 +149,15 @@ def oversize_limit(marks: Watermarks) -> int:
 EARLY_SHARE: Final = 0.75  # a plan may come this share of the watermark gap before the high mark
 
 
+def early_cap(marks: Watermarks) -> int:
+    """How early a plan may come at most: EARLY_SHARE of the gap between the watermarks. The rest
+    of the gap is what keeps a compaction from starting again right after one."""
+    return int((marks.high - marks.low) * EARLY_SHARE)
+
+
 def early_by(marks: Watermarks, growth: int) -> int:
-    """``growth`` capped at EARLY_SHARE of the gap between the watermarks: how early a plan may
-    come. The rest of the gap is what keeps a compaction from starting again right after one."""
-    return min(max(growth, 0), int((marks.high - marks.low) * EARLY_SHARE))
+    """``growth`` capped at :func:`early_cap`: how early a plan comes."""
+    return min(max(growth, 0), early_cap(marks))
 
 
 def min_early_saving(marks: Watermarks) -> int:
@@ -255,8 +259,7 @@ def _windows(sections: Sequence[Section], anchors: Sequence[bool], marks: Waterm
         tok[i + 1] = tok[i] + s.tokens
 
     def saved(i: int, j: int) -> int:
-        t = tok[j] - tok[i]
-        return t - digest_target(t, marks.budget)
+        return _saved(tok[j] - tok[i], marks.budget)
 
     out = _Windows(tok, [], [])
     for a, b in _runs(anchors):

@@ -312,12 +312,19 @@ async def _policy_daemon(s: ReplaySettings, policy: str) -> AsyncIterator[str]:
         yield s.connect
         return
     with tempfile.TemporaryDirectory(prefix=f"compactd-replay-{policy}-") as tmp:
-        daemon = DaemonProcess(Path(tmp), s.config, s.model)
-        try:
-            await daemon.wait_ready()
+        async with running_daemon(Path(tmp), s.config, s.model) as daemon:
             yield daemon.endpoint
-        finally:
-            daemon.stop()
+
+
+@contextlib.asynccontextmanager
+async def running_daemon(workdir: Path, config: str | None, model: bool) -> AsyncIterator[DaemonProcess]:
+    """A :class:`DaemonProcess` in ``workdir``, ready, and stopped on the way out."""
+    daemon = DaemonProcess(workdir, config, model)
+    try:
+        await daemon.wait_ready()
+        yield daemon
+    finally:
+        daemon.stop()
 
 
 def rotated(policies: Sequence[str], k: int) -> list[str]:

@@ -49,7 +49,7 @@ from watcher.checkpoints import restore as restore_op
 from watcher.compactor import build_proposal, forget, seed_ids
 from watcher.config import Config, resolve_agent
 from watcher.crashpoints import crashpoint
-from watcher.planner import Plan, Watermarks, early_by, plan, trigger_tokens
+from watcher.planner import Plan, Watermarks, early_cap, plan, trigger_tokens
 from watcher.recall import check_claim, recall
 from watcher.recovery import Reconciled, reconcile
 from watcher.scheduler import FairScheduler
@@ -196,11 +196,8 @@ class Server:
             state.last_seen = time.monotonic()
             ref, base, version, ops = delta
             self._apply_delta(state, base, version, ops, ref)
-        except ProtocolError as exc:
-            self._error(peer, exc)
         except Exception as exc:  # a bug must not take the daemon down for everyone
-            log.exception("internal_error", peer=peer.hex())
-            self._error(peer, ProtocolError(E.INTERNAL, f"internal error: {type(exc).__name__}"))
+            self._refuse(peer, exc)
         self.busy_s += time.perf_counter() - t0
         return True
 
@@ -222,11 +219,16 @@ class Server:
         try:
             msg = decode(frame, self.max_frame)
             await self._dispatch(peer, msg)
-        except ProtocolError as exc:
-            self._error(peer, exc)
         except Exception as exc:  # a bug must not take the daemon down for everyone
+            self._refuse(peer, exc)
+
+    def _refuse(self, peer: bytes, exc: Exception) -> None:
+        """Answer a frame that failed (called from its except block): with its ProtocolError, or,
+        for anything else (a bug, logged with its traceback), with INTERNAL."""
+        if not isinstance(exc, ProtocolError):
             log.exception("internal_error", peer=peer.hex())
-            self._error(peer, ProtocolError(E.INTERNAL, f"internal error: {type(exc).__name__}"))
+            exc = ProtocolError(E.INTERNAL, f"internal error: {type(exc).__name__}")
+        self._error(peer, exc)
 
     def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None:
         self.send_frame(peer, encode(msg), msg.get("t"), quiet=quiet)
@@ -656,14 +658,14 @@ class Server:
         """Tokens the context is expected to grow by while a digest is written (watcher.lookahead).
 
         With a model, as much as a model digest needs, if planning that early is allowed (the
-        planner caps how early, :func:`watcher.planner.early_by`); else the digest will be
+        planner caps how early, :func:`watcher.planner.early_cap`); else the digest will be
         deterministic anyway (:meth:`_summarizer_for`), so plan only as early as that needs: a
         later plan has more turns to choose what to fold from."""
         if not self.cfg.compaction.lookahead:
             return 0
         if self.summarizer.engine is not None:
             ahead = state.lookahead.tokens_ahead(model=True)
-            if ahead <= early_by(state.marks, ahead + 1):
+            if ahead <= early_cap(state.marks):
                 return ahead
         return state.lookahead.tokens_ahead(model=False)
 

@@ -16,7 +16,7 @@ from ipc.sections import Section
 from summarizer.digest import approx_tokens
 from watcher.auth import AuthError, PeerInfo, authenticate
 from watcher.config import AgentOverride, Config
-from watcher.replay import DaemonProcess
+from watcher.replay import DaemonProcess, running_daemon
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-fedcba9876543210xyz"
@@ -56,12 +56,8 @@ def test_authenticate_by_token_never_by_name() -> None:
 async def secured(tmp_path: Path) -> AsyncIterator[DaemonProcess]:
     cfg = tmp_path / "compactd.toml"
     cfg.write_text(f'[agents.alice]\ntoken = "{ALICE}"\n\n[agents.bob]\ntoken = "{BOB}"\n')
-    proc = DaemonProcess(tmp_path, str(cfg), model=False)
-    try:
-        await proc.wait_ready()
+    async with running_daemon(tmp_path, str(cfg), model=False) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def link(d: DaemonProcess, agent: str, token: str, session: str = "default") -> AgentLink:
