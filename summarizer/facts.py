@@ -123,6 +123,14 @@ def _is_prose(sentence: str) -> bool:
 # hyphen, a path or URL, an issue reference, a flag.
 _SPECIFIC = re.compile(r"\d{3,}|\b[A-Za-z]+\d\w*|\b\w+_\w+|\b[a-z]+-[a-z0-9]+\b|\S/\S|#\d+|--\w")
 _STATEMENT_WORDS = (5, 40)
+# An agent thinking aloud ("Maybe it is registered in main.py.", "Wait, x IS a hook.") is not a
+# stated fact: such lines rank after every plain statement (they would crowd real facts out).
+_MUSING = re.compile(
+    r"(?:thought:\s*)?(?:maybe|perhaps|possibly|probably|wait|hmm*|ah|oh|ok(?:ay)?|so|but|now|then|next"
+    r"|first|no|yes|let'?s|let me|i think|i guess|i wonder|i assume|i suspect|i'll|i will|i need|i should"
+    r"|it seems|if)\b",
+    re.I,
+)
 
 
 def _statements(text: str, cap: int) -> Iterator[_Found]:
@@ -132,29 +140,31 @@ def _statements(text: str, cap: int) -> Iterator[_Found]:
     for line in text.splitlines(keepends=True):
         start, pos = pos, pos + len(line)
         body = line.strip()
-        if not body or not body[0].isupper() or body[-1] not in ".!" or body.count(". ") > 1:
-            continue
+        if not body or not body[0].isupper() or body[-1] not in ".!" or body.count(". ") > 1 or "?" in body:
+            continue  # (a line that asks something is not a statement)
         words = len(body.split())
         if _STATEMENT_WORDS[0] <= words <= _STATEMENT_WORDS[1] and _SPECIFIC.search(body) and _is_prose(body):
             n += 1
-            yield _Found(1, start, body)
+            yield _Found(2 if _MUSING.match(body) else 1, start, body)
             if n >= cap:
                 return
 
 
 def extract_statements(text: str, limit: int = 200) -> list[str]:
     """Stated facts of `text` (:func:`_statements`), those naming something the text mentions
-    nowhere else first (the digest is the only place it would survive), then in text order."""
-    found = []
+    nowhere else first (the digest is the only place it would survive), then the rest, then an
+    agent's musings (:data:`_MUSING`); in text order within a rank."""
+    found: list[tuple[int, int, str]] = []
     for f in _statements(text, limit):
         unique = any(text.count(m[0]) == 1 for m in _SPECIFIC.finditer(f.text))
-        found.append(_Found(0 if unique else 1, f.pos, _clip(f.text)))
+        rank = 2 if _MUSING.match(f.text) else 0 if unique else 1
+        found.append((rank, f.pos, _clip(f.text)))
     seen: set[str] = set()
     out = []
-    for f in sorted(found):
-        if f.text not in seen:
-            seen.add(f.text)
-            out.append(f.text)
+    for *_, fact in sorted(found):
+        if fact not in seen:
+            seen.add(fact)
+            out.append(fact)
     return out
 
 

@@ -18,6 +18,7 @@ from summarizer.digest import (
 from summarizer.engine import EngineSettings, LlamaEngine, ModelError
 from summarizer.tokenizer import load_counter
 from watcher.bench.summarizer import Region, cut_regions
+from watcher.canaries import load_canaries, plant
 from watcher.planner import digest_target
 from watcher.trajectories import load_many
 
@@ -165,3 +166,23 @@ async def test_a_region_too_small_to_shrink_is_reported_not_grown_silently() -> 
     assert d.method == "deterministic" and d.text.startswith("[compactd digest of 2 sections")
     with pytest.raises(ValueError, match="at least one section"):
         await Summarizer(None).digest([], "a1", 48)
+
+
+async def test_an_agents_musings_do_not_crowd_stated_facts_out_of_a_small_digest(
+    trajectories: Path, model_path: str
+) -> None:
+    """Found live (replay of pytest-6197, canaries seed 1): a long "Maybe ...? ..." line, ranked
+    first, took the stated facts' share of a 327-token digest of s00070..s00079, and the two
+    canaries planted in its tool output were lost."""
+    count = load_counter(model_path)
+    traj = load_many([trajectories / "mini-swe-agent" / "pytest-dev__pytest-6197.traj.json"], count=count)[0]
+    sentences = load_canaries(Path(__file__).parents[2] / "bench" / "canaries.txt")
+    played, canaries = plant(traj, sentences, 1, count)
+    ids = [f"s{n:05d}" for n in range(70, 80)]
+    region = [s for s in played.sections if s.id in ids]
+    planted = [c.text for c in canaries if c.section in ids]
+    assert len(region) == 10 and len(planted) == 2
+    items = [Item(s.id, s.kind, s.text, s.tokens) for s in region]
+    d = await Summarizer(None, count=count).digest(items, "a52", 327)
+    assert d.tokens <= 327
+    assert all(p in d.text for p in planted), d.text

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from summarizer.facts import FACT_MAX_CHARS, extract_facts
+from summarizer.facts import FACT_MAX_CHARS, extract_facts, extract_statements
 
 TRAJ = Path("/work/shared/trajectories")
 pytestmark = pytest.mark.skipif(not TRAJ.is_dir(), reason="real trajectories not available")
@@ -154,3 +154,16 @@ def test_stated_facts_are_kept_as_whole_sentences() -> None:
     assert "This is a plain sentence with nothing special in it." not in facts, "nothing specific"
     assert not any(f.startswith("x = compute") for f in facts), "code is not a statement"
     assert not any(f in g and f != g for f in facts for g in facts), "no fact echoes another"
+
+
+def test_questions_are_not_statements_and_musings_rank_last() -> None:
+    text = (
+        "Maybe it is registered in `src/_pytest/python.py` or similar? It could be a plugin_hook.\n"
+        "Wait, `pytest_pycollect_makemodule` IS a hook spec and it is defined once.\n"
+        "The staging database for this task listens on port 54329, not on the default port.\n"
+        "The release branch is named rel-quokka-2291 and must never be force-pushed.\n"
+    )
+    stated = extract_statements(text)
+    assert not any(s.startswith("Maybe") for s in stated), "a question is not a statement"
+    assert stated[-1].startswith("Wait,"), stated
+    assert stated[0].startswith("The staging database"), "plain statements in text order"
