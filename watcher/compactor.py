@@ -35,7 +35,13 @@ async def build_proposal(state: AgentState, plan: Plan, summarizer: Summarizer) 
     if len(originals) != len(plan.ids):
         return None
     ref = next_id("a")
-    state.archive[ref] = originals  # archive first: committed to the store before the proposal exists
+    # archive first: committed to the store before the proposal exists (a store view encodes the
+    # rows in a thread: the loop only inserts and commits)
+    put = getattr(state.archive, "put", None)
+    if put is not None:
+        await put(ref, originals)
+    else:
+        state.archive[ref] = originals
     crashpoint("archived")
     items = [Item(s.id, s.kind, s.text, s.tokens) for s in originals]
     try:

@@ -24,6 +24,7 @@ transaction each; a file written by a newer compactd is refused rather than misr
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -31,6 +32,7 @@ import json
 import os
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -53,6 +55,12 @@ TRANSITIONS: Final[dict[str, frozenset[str]]] = {
 SYNCHRONOUS_LEVELS: Final = ("off", "normal", "full", "extra")
 _MAX_TEXT: Final = 1 << 31
 _DAY: Final = 86400.0
+# The WAL is checkpointed by a thread with its own connection once it holds this much (SQLite's own
+# automatic checkpoint, 1000 pages, would run inside whichever commit crosses it: on the event loop)
+WAL_CHECKPOINT_BYTES: Final = 4 << 20
+WAL_INLINE_FACTOR: Final = 4  # the thread fell this far behind: the commit checkpoints (as SQLite would)
+CHECKPOINT_TRIES: Final = 5
+CHECKPOINT_RETRY_S: Final = 0.02
 
 _V1: Final = """
 CREATE TABLE meta (
@@ -287,6 +295,29 @@ def section_bytes(sec: Section) -> int:
     return len(sec.text.encode("utf-8", "surrogatepass")) + len(_attrs(sec))
 
 
+@dataclass(frozen=True, slots=True)
+class ArchiveRows:
+    """The encoded rows of an archive entry (:func:`archive_rows`): what :meth:`Store.put_archive`
+    computes before its transaction, prepared anywhere (a thread: it is pure)."""
+
+    rows: tuple[tuple[int, str, str, bytes, bytes], ...]  # (pos, section_id, kind, attrs, sha256)
+    texts: tuple[str, ...]
+    tokens: int
+    bytes: int
+
+
+def archive_rows(originals: Sequence[Section]) -> ArchiveRows:
+    """Attributes, checksums and sizes of ``originals`` (msgpack + SHA-256: the CPU-heavy part of
+    archiving, ~50 µs a section)."""
+    total = 0
+    rows = []
+    for pos, sec in enumerate(originals):
+        attrs = _attrs(sec)
+        total += len(sec.text.encode("utf-8", "surrogatepass")) + len(attrs)
+        rows.append((pos, sec.id, sec.kind, attrs, section_digest(sec)))
+    return ArchiveRows(tuple(rows), tuple(s.text for s in originals), sum(s.tokens for s in originals), total)
+
+
 _ID_NUMBER = re.compile(r"(\d+)$")
 
 
@@ -321,6 +352,7 @@ class Store:
         self.synchronous = synchronous
         self.clock = clock
         self._lock_fd = lock_fd
+        self._checkpointer: _Checkpointer | None = None  # (open(): the WAL is checkpointed off the loop)
         self.commits = 0
         self.syncs = 0
         self.sync_points = True  # fsync the points of no return at level normal (see _tx)
@@ -373,6 +405,7 @@ class Store:
                     lock_fd=lock_fd,
                     clock=clock,
                 )
+                store._checkpointer = _Checkpointer.start(db, str(p), synchronous)
             except BaseException:
                 db.close()
                 raise
@@ -398,12 +431,20 @@ class Store:
         return cls(db, ":memory:")
 
     def close(self) -> None:
+        if self._checkpointer is not None:
+            self._checkpointer.close()
+            self._checkpointer = None
         with contextlib.suppress(sqlite3.Error):
             self.db.execute("PRAGMA optimize")
         self.db.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    @property
+    def wal_checkpoints(self) -> int:
+        """Checkpoints the WAL thread has run (0 where SQLite's automatic checkpoints are on)."""
+        return self._checkpointer.runs if self._checkpointer is not None else 0
 
     @property
     def schema_version(self) -> int:
@@ -437,6 +478,8 @@ class Store:
             if sync:
                 self.db.execute("PRAGMA synchronous = NORMAL")
         self.commits += 1
+        if self._checkpointer is not None:
+            self._checkpointer.poke()
 
     def sync_wal(self) -> None:
         """Make every commit so far durable against power loss: fsync the WAL file. At level
@@ -493,29 +536,34 @@ class Store:
         return [r[0] for r in rows]
 
     # --- archive ---------------------------------------------------------------------------------
-    def put_archive(self, agent: str, session: str, ref: str, originals: Sequence[Section]) -> None:
-        """Archive ``originals`` under ``ref``; committed (durable) when this returns."""
+    def put_archive(
+        self,
+        agent: str,
+        session: str,
+        ref: str,
+        originals: Sequence[Section],
+        rows: ArchiveRows | None = None,
+    ) -> None:
+        """Archive ``originals`` under ``ref``; committed (durable) when this returns. ``rows``:
+        their :func:`archive_rows`, if computed already (off the event loop: ArchiveView.put)."""
         now = self.clock()
-        total = 0
-        rows = []
-        for pos, sec in enumerate(originals):
-            attrs = _attrs(sec)
-            size = len(sec.text.encode("utf-8", "surrogatepass")) + len(attrs)
-            total += size
-            rows.append((pos, agent, session, sec.id, sec.kind, sec.text, attrs, section_digest(sec)))
+        enc = rows if rows is not None else archive_rows(originals)
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO archive(ref, agent, session, created, sections, tokens, bytes) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (ref, agent, session, now, len(originals), sum(s.tokens for s in originals), total),
+                (ref, agent, session, now, len(enc.rows), enc.tokens, enc.bytes),
             )
             seq = cur.lastrowid
             db.executemany(
                 "INSERT INTO originals(seq, pos, agent, session, section_id, kind, text, attrs, sha256) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(seq, *r) for r in rows],
+                [
+                    (seq, pos, agent, session, sid, kind, text, attrs, sha)
+                    for (pos, sid, kind, attrs, sha), text in zip(enc.rows, enc.texts, strict=True)
+                ],
             )
-        self.archived_bytes += total
+        self.archived_bytes += enc.bytes
         if self.max_archive_mb and self.archived_bytes > self.max_archive_mb * 1024 * 1024:
             self.enforce_retention()
 
@@ -968,6 +1016,12 @@ class ArchiveView(MutableMapping[str, tuple[Section, ...]]):
     def __setitem__(self, ref: str, originals: tuple[Section, ...]) -> None:
         self.store.put_archive(self.agent, self.session, ref, originals)
 
+    async def put(self, ref: str, originals: tuple[Section, ...]) -> None:
+        """``view[ref] = originals`` with the rows encoded in a thread (:func:`archive_rows`), so
+        that only the insert and its commit run on the event loop; durable when this returns."""
+        rows = await asyncio.to_thread(archive_rows, originals)
+        self.store.put_archive(self.agent, self.session, ref, originals, rows)
+
     def __getitem__(self, ref: str) -> tuple[Section, ...]:
         if self.store.entry(self.agent, ref) is None:
             raise KeyError(ref)
@@ -990,6 +1044,92 @@ class ArchiveView(MutableMapping[str, tuple[Section, ...]]):
 
 
 # --- module helpers --------------------------------------------------------------------------------
+
+
+class _Checkpointer:
+    """Checkpoints the WAL from a thread with a connection of its own, once a commit finds the WAL
+    has grown past :data:`WAL_CHECKPOINT_BYTES`. SQLite's automatic checkpoint (off on the
+    daemon's connection while this runs) would copy the pages, and fsync the WAL and the database
+    at level ``normal``, inside the commit that crosses the limit: 10-30 ms on the event loop.
+
+    Nothing about durability changes: commits go to the WAL as before, and a checkpoint (PASSIVE:
+    it never waits for the daemon's connection, nor makes it wait) syncs as the daemon's level
+    says (the same ``PRAGMA synchronous``); the WAL restarts only after a complete checkpoint."""
+
+    def __init__(self, db: sqlite3.Connection, ckpt: sqlite3.Connection, path: str) -> None:
+        self.db = db
+        self.wal = f"{path}-wal"
+        self.runs = 0
+        self.failures = 0
+        self.inline = 0  # checkpoints the daemon's connection ran itself (poke)
+        self._ckpt = ckpt
+        self._running = threading.Lock()  # held by a checkpoint in progress
+        self._wake = threading.Event()
+        self._stop = False
+        self._thread = threading.Thread(target=self._main, name="compactd-wal-checkpoint", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, db: sqlite3.Connection, path: str, synchronous: str) -> _Checkpointer | None:
+        """None (SQLite's automatic checkpoints stay on) if the second connection cannot be had."""
+        try:
+            ckpt = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+        except sqlite3.Error:
+            return None
+        try:
+            ckpt.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            db.execute("PRAGMA wal_autocheckpoint = 0")
+            # the WAL file is truncated when it restarts after a complete checkpoint, so that its
+            # size is what was written since (poke); else it keeps its largest size
+            db.execute("PRAGMA journal_size_limit = 0")
+        except sqlite3.Error:
+            ckpt.close()
+            return None
+        return cls(db, ckpt, path)
+
+    def poke(self) -> None:
+        """After a commit (a stat: ~2 µs). Should the thread fall behind (its checkpoint completes
+        only if no commit comes while it copies), at WAL_INLINE_FACTOR times the size the daemon's
+        connection checkpoints itself, as SQLite's automatic checkpoint would have."""
+        try:
+            size = os.stat(self.wal).st_size
+        except OSError:
+            return
+        if size >= WAL_CHECKPOINT_BYTES:
+            self._wake.set()
+        if size >= WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES:
+            with self._running, contextlib.suppress(sqlite3.Error):  # after the thread's checkpoint
+                self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self.inline += 1
+
+    def _main(self) -> None:
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._stop:
+                    return
+                for _ in range(CHECKPOINT_TRIES):  # until one completes (no commit came meanwhile)
+                    try:
+                        with self._running:
+                            busy, log, done = self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                        self.runs += 1
+                    except sqlite3.Error:
+                        self.failures += 1
+                        break
+                    if (not busy and log == done) or self._stop:
+                        break
+                    time.sleep(CHECKPOINT_RETRY_S)
+        finally:
+            self._ckpt.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake.set()
+        self._thread.join(30)
+        with contextlib.suppress(sqlite3.Error):
+            self.db.execute("PRAGMA wal_autocheckpoint = 1000")
+            self.db.execute("PRAGMA journal_size_limit = -1")
 
 
 def _lock(p: Path) -> int:

@@ -153,6 +153,8 @@ async def test_byte_caps_per_agent_and_in_total(limited: tuple[DaemonProcess, An
     assert (await a.delta(1, shrink))["t"] == "SYNCED"
     assert (await c.snapshot([sec("s1", 1000)], 1))["t"] == "SYNCED"
     assert (await b.delta(1, append(sec("s2", 1000))))["t"] == "SYNCED"
+    # STATUS tells the operator what the mirrors hold: 102 (a) + 3502 + 1002 (b) + 1002 (c)
+    assert (await a.ask({"t": "STATUS"}))["daemon"]["mirror_bytes"] == 5608
 
 
 async def test_multipart_snapshot_is_capped_while_staged(limited: tuple[DaemonProcess, Any]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -14,11 +16,15 @@ from ipc.sections import Section
 from watcher.store import (
     DB_NAME,
     SCHEMA_VERSION,
+    WAL_CHECKPOINT_BYTES,
+    WAL_INLINE_FACTOR,
     ArchiveView,
     CorruptError,
     Store,
     StoreError,
     TransitionError,
+    archive_rows,
+    connect_readonly,
     section_digest,
 )
 
@@ -279,3 +285,74 @@ def test_the_sync_point_fsyncs_only_at_level_normal(tmp_path: Path) -> None:
             "extra",
         ).index(level)
         store.close()
+
+
+def test_rows_encoded_beforehand_store_the_same_bytes(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    store.put_archive("a", "default", "a1", TRICKY)
+    store.put_archive("a", "default", "a2", TRICKY, archive_rows(TRICKY))
+    one, two = store.entry("a", "a1"), store.entry("a", "a2")
+    assert one is not None and two is not None
+    assert (one.sections, one.tokens, one.bytes) == (two.sections, two.tokens, two.bytes)
+    rows = "SELECT pos, section_id, kind, text, attrs, sha256 FROM originals WHERE seq = ? ORDER BY pos"
+    seqs = [r[0] for r in store.db.execute("SELECT seq FROM archive ORDER BY seq")]
+    assert store.db.execute(rows, (seqs[0],)).fetchall() == store.db.execute(rows, (seqs[1],)).fetchall()
+    assert [r.section for r in store.originals("a", "a2")] == TRICKY
+    assert store.archived_bytes == 2 * one.bytes
+    store.close()
+
+
+async def test_archive_view_put_is_committed_when_it_returns(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    view = ArchiveView(store, "a", "default")
+    await view.put("a1", tuple(TRICKY))
+    other = connect_readonly(tmp_path / DB_NAME)  # another connection sees it: committed
+    try:
+        assert other.execute("SELECT sections FROM archive WHERE ref = 'a1'").fetchone() == (len(TRICKY),)
+    finally:
+        other.close()
+    assert view["a1"] == tuple(TRICKY)
+    store.close()
+
+
+def fill(store: Store, refs: range, gap_s: float) -> int:
+    """Archive entries ``refs`` of ~100 KB, ``gap_s`` apart; returns the largest WAL size seen."""
+    wal = Path(f"{store.path}-wal")
+    biggest = 0
+    for i in refs:
+        text = f"{i} " + "a line of tool output that goes to the archive\n" * 2000
+        store.put_archive("a", "default", f"a{i}", (Section(f"s{i}", "tool_result", text),))
+        biggest = max(biggest, wal.stat().st_size)
+        time.sleep(gap_s)
+    return biggest
+
+
+def test_the_wal_is_checkpointed_by_a_thread_and_stays_bounded(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    assert store.db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0  # not inside a commit
+    # ~12 MB in commits with gaps (the event loop's idle time): the thread checkpoints, and the
+    # WAL restarts (truncated) after each complete checkpoint
+    biggest = fill(store, range(120), 0.02)
+    assert store.wal_checkpoints >= 2
+    assert store._checkpointer is not None and store._checkpointer.inline == 0
+    assert biggest < WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES
+    # back to back, no gap for the thread's checkpoint to complete in: the commit checkpoints
+    # itself once the WAL is WAL_INLINE_FACTOR times the size, as SQLite's own would have
+    biggest = fill(store, range(120, 370), 0.0)
+    assert biggest < (WAL_INLINE_FACTOR + 1) * WAL_CHECKPOINT_BYTES
+    store.close()
+    assert not Path(f"{tmp_path / DB_NAME}-wal").exists()  # the last connection checkpointed it, as before
+    store = open_store(tmp_path)
+    assert store.integrity() == []
+    assert len(store.refs("a")) == 370 and store.originals("a", "a369")[0].section.text.startswith("369 ")
+    store.close()
+
+
+def test_close_stops_the_checkpoint_thread(tmp_path: Path) -> None:
+    before = {t for t in threading.enumerate() if t.name == "compactd-wal-checkpoint"}
+    store = open_store(tmp_path)
+    mine = {t for t in threading.enumerate() if t.name == "compactd-wal-checkpoint"} - before
+    assert len(mine) == 1
+    store.close()
+    assert not any(t.is_alive() for t in mine)
+    assert Store.memory().wal_checkpoints == 0  # no file, no thread

@@ -226,6 +226,10 @@ def proc_sample(pid: int) -> tuple[float, float]:
     return rss, main + children
 
 
+def _mb(nbytes: Any) -> float | None:
+    return round(nbytes / 1048576, 1) if isinstance(nbytes, int) else None
+
+
 def proc_split(pid: int) -> tuple[float, float, float]:
     """(RSS MiB of the process and its children, CPU seconds of the process, of its children)."""
     rss = 0.0
@@ -313,6 +317,7 @@ class Sampler:
                     "queue_depth": q.get("depth"),
                     "served": q.get("served"),
                     "agents": (status or {}).get("daemon", {}).get("agents"),
+                    "mirrors_mb": _mb((status or {}).get("daemon", {}).get("mirror_bytes")),
                 }
             )
 
@@ -479,6 +484,9 @@ def _result(
         "rss_mb_last": rss[-1] if rss else 0.0,
         "rss_mb_growth_second_half": round(max(half) - min(half), 1) if half else 0.0,
         "rss_curve": [[p["t"], p["rss_mb"]] for p in sampler.curve],
+        # the agents' contexts as the daemon mirrors them (STATUS daemon.mirror_bytes): what RSS
+        # must grow with while the agents' contexts grow (bounded by daemon.max_total_bytes)
+        "mirrors_mb_curve": [[p["t"], p.get("mirrors_mb")] for p in sampler.curve],
         "queue_depth_max": sampler.queue.get("max_depth"),
         "queue_curve": [[p["t"], p.get("queue_depth")] for p in sampler.curve],
         "queue": sampler.queue,
