@@ -35,14 +35,7 @@ async def build_proposal(state: AgentState, plan: Plan, summarizer: Summarizer) 
     if len(originals) != len(plan.ids):
         return None
     ref = next_id("a")
-    # archive first: committed to the store before the proposal exists (a store view encodes the
-    # rows in a thread: the loop only inserts and commits)
-    put = getattr(state.archive, "put", None)
-    if put is not None:
-        await put(ref, originals)
-    else:
-        state.archive[ref] = originals
-    crashpoint("archived")
+    await archive_first(state, ref, originals)
     items = [Item(s.id, s.kind, s.text, s.tokens) for s in originals]
     try:
         digest = await summarizer.digest(items, ref, plan.target_tokens)
@@ -72,6 +65,17 @@ async def build_proposal(state: AgentState, plan: Plan, summarizer: Summarizer) 
         archive=(ref,),
     )
     return Pending(proposal, originals, digest.method)
+
+
+async def archive_first(state: AgentState, ref: str, originals: tuple[Section, ...]) -> None:
+    """Archive ``originals`` under ``ref``, committed to the store before the proposal exists (a
+    store view encodes the rows in a thread: the loop only inserts and commits)."""
+    put = getattr(state.archive, "put", None)
+    if put is not None:
+        await put(ref, originals)
+    else:
+        state.archive[ref] = originals
+    crashpoint("archived")
 
 
 def forget(state: AgentState, ref: str) -> None:

@@ -776,7 +776,9 @@ class Server:
         deltas; in a thread the loop waits at most a GIL switch interval for it). On a snapshot of
         the mirror: if a delta changed the mirror meanwhile, planned again, and after
         :data:`PLAN_ATTEMPTS` on the loop, so that the plan is always that of the mirror it is built
-        on. ``wanted`` False: the job is no longer wanted (:meth:`_job_wanted`)."""
+        on. ``wanted`` False: the job is not, or no longer, wanted (:meth:`_job_wanted`)."""
+        if not self._job_wanted(state):
+            return False, None
         for _ in range(PLAN_ATTEMPTS):
             sections = list(state.ctx)
             p = await asyncio.to_thread(self._plan_on, state, sections, self._ahead(state))
@@ -790,9 +792,6 @@ class Server:
         """The agent's turn in the scheduler: plan on the mirror as it is now, then compact."""
         if strategies.get(state.planner) is None and state.planner != "recency":
             await prepare_plan(state)  # features of new sections, in slices: other agents go on
-        if not self._job_wanted(state):
-            state.job_running = False
-            return
         wanted, p = await self._plan(state)
         if not wanted:
             state.job_running = False

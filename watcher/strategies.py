@@ -26,8 +26,7 @@ from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import Summarizer
 from watcher.agents import AgentState, Pending
-from watcher.compactor import build_proposal, forget, next_id
-from watcher.crashpoints import crashpoint
+from watcher.compactor import archive_first, build_proposal, forget, next_id
 from watcher.planner import (
     MIN_REGION_TOKENS,
     Plan,
@@ -176,8 +175,7 @@ async def build_masking(state: AgentState, p: Planned, summarizer: Summarizer) -
     masked = set(p.masked)
     archived = tuple(s for s in originals if s.id in masked)
     ref = next_id("a")
-    state.archive[ref] = archived  # archive first: committed to the store before the proposal exists
-    crashpoint("archived")
+    await archive_first(state, ref, archived)
     out: list[Section] = []
     for s in originals:
         if s.id not in masked:
