@@ -11,8 +11,8 @@ from pathlib import Path
 from ipc.context import Context
 from ipc.protocol import decode, parse_delta, parse_ops
 from ipc.sections import Section
-from watcher import wire
-from watcher.bench.ingest import BENCH_SECTIONS, START_VERSION, DeltaStream, context_sections
+from watcher.serve import wire
+from watcher.eval.bench.ingest import BENCH_SECTIONS, START_VERSION, DeltaStream, context_sections
 
 
 def test_frames_are_consecutive_deltas_that_keep_the_context_size() -> None:
@@ -28,7 +28,7 @@ def test_frames_are_consecutive_deltas_that_keep_the_context_size() -> None:
 
 
 def test_bench_frames_take_the_daemons_fast_path() -> None:
-    """The bench measures the path real DELTAs take: watcher.wire, not the reference validator."""
+    """The bench measures the path real DELTAs take: watcher.serve.wire, not the reference validator."""
     stream = DeltaStream()
     for _ in range(3):
         frame = stream.next_frame()

@@ -1,11 +1,11 @@
-"""Quick versions of the reliability benchmarks (watcher.bench.fuzz, watcher.bench.load) on real
+"""Quick versions of the reliability benchmarks (watcher.eval.bench.fuzz, watcher.eval.bench.load) on real
 daemon subprocesses: malformed frames all answered or dropped with no crash; many agents streaming
 while the daemon is killed with SIGKILL and restarted, with nothing lost."""
 
 from __future__ import annotations
 
-from watcher.bench.fuzz import FuzzSettings, run_fuzz
-from watcher.bench.load import LoadSettings, run_load
+from watcher.eval.bench.fuzz import FuzzSettings, run_fuzz
+from watcher.eval.bench.load import LoadSettings, run_load
 
 
 async def test_fuzz_every_frame_answered_or_dropped() -> None:

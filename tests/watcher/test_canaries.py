@@ -10,8 +10,8 @@ import pytest
 
 from ipc.sections import Section
 from summarizer.tokenizer import load_counter
-from watcher.canaries import CANARY_KINDS, CanaryError, load_canaries, plant, score
-from watcher.trajectories import Trajectory, load
+from watcher.eval.canaries import CANARY_KINDS, CanaryError, load_canaries, plant, score
+from watcher.eval.trajectories import Trajectory, load
 
 REPO = Path(__file__).resolve().parents[2]
 CANARIES = REPO / "bench" / "canaries.txt"

@@ -14,8 +14,8 @@ import pytest
 
 from ipc.client import AgentLink
 from ipc.sections import Section
-from watcher.console import render_status
-from watcher.replay import DaemonProcess
+from watcher.cli.console import render_status
+from watcher.eval.replay import DaemonProcess
 
 COMMANDS = ("run", "status", "agents", "config", "replay")
 
@@ -159,7 +159,7 @@ def test_readme_configuration_reference_is_complete() -> None:
     """Every config key has a row in the README's reference; "restart" exactly for RESTART_REQUIRED."""
     import dataclasses
 
-    from watcher import config
+    from watcher.config import settings as config
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     reference = readme[readme.index("## Configuration reference") :]

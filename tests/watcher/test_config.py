@@ -1,4 +1,4 @@
-"""watcher.config: defaults, validation with file:line: key messages, env overrides, lookup, reload diffs."""
+"""watcher.config.settings: defaults, validation with file:line: key messages, env overrides, lookup, reload diffs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from watcher.config import (
+from watcher.config.settings import (
     RESTART_REQUIRED,
     WEIGHT_FORMATS,
     AgentOverride,

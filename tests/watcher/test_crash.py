@@ -20,9 +20,9 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.crashpoints import ENV
-from watcher.replay import DaemonProcess
-from watcher.store import DB_NAME
+from watcher.store.crashpoints import ENV
+from watcher.eval.replay import DaemonProcess
+from watcher.store.store import DB_NAME
 
 BUDGET = 2000
 FILLER = "Traceback (most recent call last): File 'app.py', line 12, in main; ValueError: bad input; "

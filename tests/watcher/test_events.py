@@ -21,9 +21,9 @@ import pytest
 from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
-from watcher.config import MqttConfig
-from watcher.events import EventPublisher, topic_segment
-from watcher.replay import DaemonProcess
+from watcher.config.settings import MqttConfig
+from watcher.observe.events import EventPublisher, topic_segment
+from watcher.eval.replay import DaemonProcess
 
 MOSQUITTO = Path("/usr/sbin/mosquitto")
 HOST = socket.gethostname()

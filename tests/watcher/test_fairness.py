@@ -11,8 +11,8 @@ from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
-from watcher.replay import DaemonProcess
-from watcher.scheduler import MODEL_MAX_WAITING, FairScheduler, Job
+from watcher.eval.replay import DaemonProcess
+from watcher.serve.scheduler import MODEL_MAX_WAITING, FairScheduler, Job
 
 
 async def test_chatty_agent_takes_turns_with_the_others() -> None:

@@ -24,9 +24,9 @@ import zmq.asyncio
 from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher import logs
-from watcher.config import Config
-from watcher.server import Server
+from watcher.observe import logs
+from watcher.config.settings import Config
+from watcher.serve.server import Server
 
 
 @pytest.fixture

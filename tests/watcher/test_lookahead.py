@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from watcher.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, DEFAULT_MODEL_JOB_S, Lookahead
-from watcher.planner import EARLY_SHARE, Watermarks, should_plan, trigger_tokens
+from watcher.planning.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, DEFAULT_MODEL_JOB_S, Lookahead
+from watcher.planning.planner import EARLY_SHARE, Watermarks, should_plan, trigger_tokens
 
 
 def test_no_growth_seen_means_no_look_ahead() -> None:

@@ -21,12 +21,12 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal, decode
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher.agents import AgentState
-from watcher.config import Config
-from watcher.metrics import MAX_AGENT_SERIES, Metrics
-from watcher.planner import Watermarks
-from watcher.replay import DaemonProcess
-from watcher.server import Server
+from watcher.serve.agents import AgentState
+from watcher.config.settings import Config
+from watcher.observe.metrics import MAX_AGENT_SERIES, Metrics
+from watcher.planning.planner import Watermarks
+from watcher.eval.replay import DaemonProcess
+from watcher.serve.server import Server
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 

@@ -13,8 +13,8 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.replay import DaemonProcess
-from watcher.trajectories import Trajectory, load
+from watcher.eval.replay import DaemonProcess
+from watcher.eval.trajectories import Trajectory, load
 
 BUDGET = 12000
 

@@ -1,4 +1,4 @@
-"""Property-based invariants of watcher.planner.plan (hypothesis, modest example counts)."""
+"""Property-based invariants of watcher.planning.planner.plan (hypothesis, modest example counts)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipc.sections import Section
-from watcher.planner import (
+from watcher.planning.planner import (
     EARLY_SHARE,
     MIN_REGION_TOKENS,
     Plan,
@@ -21,8 +21,8 @@ from watcher.planner import (
     should_plan,
     trigger_tokens,
 )
-from watcher.relevance import RELEVANCE_METHODS
-from watcher.scoring import ScoreParams, Scorer
+from watcher.planning.relevance import RELEVANCE_METHODS
+from watcher.planning.scoring import ScoreParams, Scorer
 
 NAMES = ["parse_args", "load_config", "FooError", "BarWidget", "util.py", "core/models.py", "__eq__", "tmp_x"]
 PLANNERS = ("optimistic", "recency")

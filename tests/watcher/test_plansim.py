@@ -1,4 +1,4 @@
-"""The planner alone over whole real trajectories (watcher.plansim): invariants and regret."""
+"""The planner alone over whole real trajectories (watcher.eval.plansim): invariants and regret."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from summarizer.tokenizer import load_counter
-from watcher.planner import Watermarks
-from watcher.plansim import simulate
-from watcher.trajectories import Trajectory, load
+from watcher.planning.planner import Watermarks
+from watcher.eval.plansim import simulate
+from watcher.eval.trajectories import Trajectory, load
 
 MARKS = Watermarks(32000, 0.15, 0.6)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.regret import regret
-from watcher.trajectories import load
+from watcher.eval.regret import regret
+from watcher.eval.trajectories import load
 
 
 def _turns() -> list[list[Section]]:

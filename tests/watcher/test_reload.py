@@ -18,7 +18,7 @@ import pytest
 
 from ipc.client import AgentLink
 from ipc.sections import Section
-from watcher.replay import DaemonProcess
+from watcher.eval.replay import DaemonProcess
 
 BASE = """\
 [daemon]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from watcher.replay import POLICIES, ReplayError, parse_policies
+from watcher.eval.replay import POLICIES, ReplayError, parse_policies
 
 REPO = Path(__file__).resolve().parents[2]
 CANARIES = REPO / "bench" / "canaries.txt"
@@ -172,7 +172,7 @@ async def test_plot_from_saved_json(result: dict[str, Any], tmp_path: Path) -> N
     saved.write_text(json.dumps({k: v for k, v in result.items() if not k.startswith("_")}), encoding="utf-8")
     proc = await asyncio.to_thread(
         subprocess.run,
-        [sys.executable, "-m", "watcher.plot", str(saved), str(tmp_path / "again.png")],
+        [sys.executable, "-m", "watcher.eval.plot", str(saved), str(tmp_path / "again.png")],
         capture_output=True,
         text=True,
         timeout=120,

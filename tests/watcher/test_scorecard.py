@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ipc.protocol import Proposal
 from ipc.sections import Section
-from watcher.scorecard import EngineWork, Run, aggregate
+from watcher.eval.scorecard import EngineWork, Run, aggregate
 
 
 def sec(sid: str, kind: str, tokens: int, text: str = "") -> Section:

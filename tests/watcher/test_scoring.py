@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher import identifiers as ident_module
-from watcher.agents import AgentState, prepare_plan
-from watcher.config import RELEVANCE_METHODS as CONFIG_METHODS
-from watcher.config import CompactionConfig
-from watcher.identifiers import identifiers, terms
-from watcher.planner import Watermarks
-from watcher.relevance import RELEVANCE_METHODS, MentionModel, goal_indices
-from watcher.scoring import Features, ScoreParams, Scorer, Valuation, features, score_params, turn_ages
-from watcher.trajectories import Trajectory, load
+from watcher.planning import identifiers as ident_module
+from watcher.serve.agents import AgentState, prepare_plan
+from watcher.config.settings import RELEVANCE_METHODS as CONFIG_METHODS
+from watcher.config.settings import CompactionConfig
+from watcher.planning.identifiers import identifiers, terms
+from watcher.planning.planner import Watermarks
+from watcher.planning.relevance import RELEVANCE_METHODS, MentionModel, goal_indices
+from watcher.planning.scoring import Features, ScoreParams, Scorer, Valuation, features, score_params, turn_ages
+from watcher.eval.trajectories import Trajectory, load
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,7 @@ def test_what_the_agent_just_wrote_about_is_more_relevant_than_old_tool_output(s
     ages = turn_ages(secs)
     m = MentionModel()
     # the agent keeps writing about __eq__ and __ne__; `bench_basic` appeared once, in an `ls` output
-    from watcher.relevance import mentions
+    from watcher.planning.relevance import mentions
 
     feats = [scorer.features(s) for s in secs]
     p = mentions(secs, feats, ages, m, v.holders, {})

@@ -1,4 +1,4 @@
-"""watcher.sdnotify against a real AF_UNIX datagram socket standing in for systemd."""
+"""watcher.runtime.sdnotify against a real AF_UNIX datagram socket standing in for systemd."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from watcher.sdnotify import MAX_DATAGRAM, Notifier, watchdog_interval, watchdog_loop
+from watcher.runtime.sdnotify import MAX_DATAGRAM, Notifier, watchdog_interval, watchdog_loop
 
 # sockaddr_un.sun_path is 108 bytes including the NUL.
 MAX_SUN_PATH = 107

@@ -13,7 +13,7 @@ import pytest
 
 from ipc.protocol import Proposal
 from ipc.sections import Section
-from watcher.store import (
+from watcher.store.store import (
     DB_NAME,
     SCHEMA_VERSION,
     WAL_CHECKPOINT_BYTES,

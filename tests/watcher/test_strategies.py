@@ -11,10 +11,10 @@ from ipc.context import Context
 from ipc.protocol import parse_hello
 from ipc.sections import Section
 from summarizer.digest import Summarizer, approx_tokens
-from watcher.agents import AgentState
-from watcher.config import AgentOverride, Config, resolve_agent
-from watcher.planner import Watermarks, fresh_start
-from watcher.strategies import (
+from watcher.serve.agents import AgentState
+from watcher.config.settings import AgentOverride, Config, resolve_agent
+from watcher.planning.planner import Watermarks, fresh_start
+from watcher.serve.strategies import (
     MASK_KEEP_TURNS,
     MaskPlan,
     build_masking,
@@ -23,7 +23,7 @@ from watcher.strategies import (
     plan_masking,
     plan_reactive,
 )
-from watcher.trajectories import Trajectory, load
+from watcher.eval.trajectories import Trajectory, load
 
 FRESH = 4
 

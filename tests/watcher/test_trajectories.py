@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ipc.sections import Section
-from watcher.trajectories import Trajectory, TrajectoryError, load, load_many
+from watcher.eval.trajectories import Trajectory, TrajectoryError, load, load_many
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "trajectories"
 

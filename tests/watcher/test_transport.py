@@ -22,9 +22,9 @@ import zmq.auth
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import decode, encode
 from ipc.sections import Section
-from watcher.config import ConfigError, DaemonConfig, load
-from watcher.replay import DaemonProcess
-from watcher.transport import TransportError, _make_dir, preflight, write_keypair
+from watcher.config.settings import ConfigError, DaemonConfig, load
+from watcher.eval.replay import DaemonProcess
+from watcher.serve.transport import TransportError, _make_dir, preflight, write_keypair
 
 
 def free_port() -> int:

@@ -1,4 +1,4 @@
-"""watcher.wire, the ingest fast path, against the reference validator (ipc.protocol): every frame
+"""watcher.serve.wire, the ingest fast path, against the reference validator (ipc.protocol): every frame
 the fast path accepts, the reference accepts with the same values (types included); every frame it
 declines goes to the reference path, which accepts it or answers the ERROR it always did. Checked
 on listed frames, on generated ones (hypothesis), and end to end against a real daemon, whose
@@ -28,9 +28,9 @@ from ipc.protocol import (
     ref_of,
 )
 from ipc.sections import KINDS, MAX_TOKENS, MAX_TS, PRIORITIES, Section
-from watcher import wire
-from watcher.bench.ingest import DeltaStream
-from watcher.replay import DaemonProcess
+from watcher.serve import wire
+from watcher.eval.bench.ingest import DeltaStream
+from watcher.eval.replay import DaemonProcess
 
 MAX = 1 << 20
 
