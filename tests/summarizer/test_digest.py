@@ -20,8 +20,8 @@ from summarizer.gguf import ModelError
 from summarizer.tokenizer import load_counter
 from watcher.eval.bench.summarizer import Region, cut_regions
 from watcher.eval.canaries import load_canaries, plant
-from watcher.planning.planner import digest_target
 from watcher.eval.trajectories import load_many
+from watcher.planning.planner import digest_target
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from pathlib import Path
 from ipc.context import Context
 from ipc.protocol import decode, parse_delta, parse_ops
 from ipc.sections import Section
-from watcher.serve import wire
 from watcher.eval.bench.ingest import BENCH_SECTIONS, START_VERSION, DeltaStream, context_sections
+from watcher.serve import wire
 
 
 def test_frames_are_consecutive_deltas_that_keep_the_context_size() -> None:

@@ -1,4 +1,5 @@
-"""watcher.config.settings: defaults, validation with file:line: key messages, env overrides, lookup, reload diffs."""
+"""watcher.config.settings: defaults, validation with file:line: key messages, env overrides, lookup,
+reload diffs."""
 
 from __future__ import annotations
 

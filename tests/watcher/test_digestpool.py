@@ -14,8 +14,8 @@ from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer, approx_tokens
 from summarizer.engine import EngineSettings, LlamaEngine
-from watcher.serve.digestpool import DigestPool
 from watcher.eval.replay import DaemonProcess
+from watcher.serve.digestpool import DigestPool
 
 TOOL = "".join(
     f"2026-01-01T10:{i % 60:02d}:00 INFO worker-{i % 3} batch {i} took {i * 7 % 900} ms\n" for i in range(80)

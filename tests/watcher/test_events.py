@@ -22,8 +22,8 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from watcher.config.settings import MqttConfig
-from watcher.observe.events import EventPublisher, topic_segment
 from watcher.eval.replay import DaemonProcess
+from watcher.observe.events import EventPublisher, topic_segment
 
 MOSQUITTO = Path("/usr/sbin/mosquitto")
 HOST = socket.gethostname()

@@ -15,8 +15,8 @@ import zmq.asyncio
 from ipc.context import Context
 from ipc.protocol import Op, decode, encode
 from ipc.sections import Section
-from watcher.serve.limits import delta_effect, section_bytes
 from watcher.eval.replay import DaemonProcess
+from watcher.serve.limits import delta_effect, section_bytes
 
 LIMITS = """
 [daemon]

@@ -24,8 +24,8 @@ import zmq.asyncio
 from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher.observe import logs
 from watcher.config.settings import Config
+from watcher.observe import logs
 from watcher.serve.server import Server
 
 

@@ -21,11 +21,11 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal, decode
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher.serve.agents import AgentState
 from watcher.config.settings import Config
+from watcher.eval.replay import DaemonProcess
 from watcher.observe.metrics import MAX_AGENT_SERIES, Metrics
 from watcher.planning.planner import Watermarks
-from watcher.eval.replay import DaemonProcess
+from watcher.serve.agents import AgentState
 from watcher.serve.server import Server
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from summarizer.tokenizer import load_counter
-from watcher.planning.planner import Watermarks
 from watcher.eval.plansim import simulate
 from watcher.eval.trajectories import Trajectory, load
+from watcher.planning.planner import Watermarks
 
 MARKS = Watermarks(32000, 0.15, 0.6)
 

@@ -14,9 +14,9 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Hello
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.serve.auth import AuthError, PeerInfo, authenticate
 from watcher.config.settings import AgentOverride, Config
 from watcher.eval.replay import DaemonProcess, running_daemon
+from watcher.serve.auth import AuthError, PeerInfo, authenticate
 
 ALICE = "alice-token-0123456789abcdef"
 BOB = "bob-token-fedcba9876543210xyz"

@@ -16,15 +16,16 @@ from hypothesis import strategies as st
 from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.planning import identifiers as ident_module
-from watcher.serve.agents import AgentState, prepare_plan
 from watcher.config.settings import RELEVANCE_METHODS as CONFIG_METHODS
 from watcher.config.settings import CompactionConfig
+from watcher.eval.trajectories import Trajectory, load
+from watcher.planning import identifiers as ident_module
+from watcher.planning.features import Features, features
 from watcher.planning.identifiers import identifiers, terms
 from watcher.planning.planner import Watermarks
 from watcher.planning.relevance import RELEVANCE_METHODS, MentionModel, goal_indices
-from watcher.planning.scoring import Features, ScoreParams, Scorer, Valuation, features, score_params, turn_ages
-from watcher.eval.trajectories import Trajectory, load
+from watcher.planning.scoring import ScoreParams, Scorer, Valuation, score_params, turn_ages
+from watcher.serve.agents import AgentState, prepare_plan
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from ipc.client import AgentLink
 from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher.serve.agents import AgentState
 from watcher.config.settings import Config
+from watcher.serve.agents import AgentState
 from watcher.serve.server import SWITCH_INTERVAL_S, Server, _unchanged, gc_pacer
 from watcher.store.store import DB_NAME, Store
 

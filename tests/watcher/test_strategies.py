@@ -11,9 +11,10 @@ from ipc.context import Context
 from ipc.protocol import parse_hello
 from ipc.sections import Section
 from summarizer.digest import Summarizer, approx_tokens
-from watcher.serve.agents import AgentState
 from watcher.config.settings import AgentOverride, Config, resolve_agent
+from watcher.eval.trajectories import Trajectory, load
 from watcher.planning.planner import Watermarks, fresh_start
+from watcher.serve.agents import AgentState
 from watcher.serve.strategies import (
     MASK_KEEP_TURNS,
     MaskPlan,
@@ -23,7 +24,6 @@ from watcher.serve.strategies import (
     plan_masking,
     plan_reactive,
 )
-from watcher.eval.trajectories import Trajectory, load
 
 FRESH = 4
 

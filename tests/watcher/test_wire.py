@@ -28,9 +28,9 @@ from ipc.protocol import (
     ref_of,
 )
 from ipc.sections import KINDS, MAX_TOKENS, MAX_TS, PRIORITIES, Section
-from watcher.serve import wire
 from watcher.eval.bench.ingest import DeltaStream
 from watcher.eval.replay import DaemonProcess
+from watcher.serve import wire
 
 MAX = 1 << 20
 

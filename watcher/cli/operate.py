@@ -16,7 +16,8 @@ from watcher.observe import logs
 def cmd_run(args: argparse.Namespace) -> int:
     from watcher.cli.console import UsageError, apply_run_flags
     from watcher.config import settings as cfgmod
-    from watcher.runtime.daemon import Daemon, Options, StartupError
+    from watcher.runtime.daemon import Daemon, Options
+    from watcher.runtime.engine import StartupError
     from watcher.runtime.paths import default_endpoint, default_state_dir
 
     def load() -> cfgmod.Config:  # at start and on every SIGHUP: the file, then the flags over it

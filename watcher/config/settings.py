@@ -36,7 +36,8 @@ LOG_FORMATS: Final = ("auto", "json", "console")
 POLICIES: Final = ("auto", "manual", "off")
 PLANNERS: Final = ("optimistic", "recency")
 RELEVANCE_METHODS: Final = ("mentions", "bm25", "overlap", "none")  # as watcher.planning.relevance
-# what an agent may ask for in HELLO: the planners, plus the baselines replay compares (watcher.serve.strategies)
+# what an agent may ask for in HELLO: the planners, plus the baselines replay compares
+# (watcher.serve.strategies)
 REQUESTABLE_PLANNERS: Final = (*PLANNERS, "reactive", "masking")
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 MAX_AGENT_ID_LEN: Final = 128  # as ipc.protocol.MAX_NAME_LEN

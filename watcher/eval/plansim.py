@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipc.sections import Section
-from watcher.planning.planner import Watermarks, plan
 from watcher.eval.regret import Regret, regret
-from watcher.planning.scoring import ScoreParams, Scorer
 from watcher.eval.trajectories import Trajectory
+from watcher.planning.planner import Watermarks, plan
+from watcher.planning.scoring import ScoreParams, Scorer
 
 
 @dataclass

@@ -43,11 +43,11 @@ from ipc.client import AgentLink, LinkError
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
 from watcher.eval.canaries import Canary, CanaryError, load_canaries, plant, score
-from watcher.runtime.paths import default_model_path
 from watcher.eval.progress import Progress
 from watcher.eval.regret import regret
 from watcher.eval.scorecard import EngineWork, Run, aggregate, percentile
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
+from watcher.runtime.paths import default_model_path
 
 __all__ = ["POLICIES", "DaemonProcess", "ReplayError", "ReplaySettings", "Run", "aggregate", "percentile"]
 

@@ -39,8 +39,8 @@ import aiomqtt
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from watcher.observe import logs
 from watcher.config.settings import MqttConfig, parse_mqtt_url
+from watcher.observe import logs
 
 log = logs.get("compactd.events")
 MQTT_LOGGER: Final = "compactd.mqtt"  # aiomqtt/paho log here; the root handler renders it via structlog

@@ -28,12 +28,10 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ipc.sections import Section
-
-if TYPE_CHECKING:
-    from watcher.planning.scoring import Features
+from watcher.planning.features import Features
 
 STEP_KINDS: Final = frozenset({"assistant", "tool_call"})  # what the agent itself wrote
 RELEVANCE_METHODS: Final = ("mentions", "bm25", "overlap", "none")

@@ -30,8 +30,6 @@ O(sections + identifiers), and ingesting a delta costs nothing here.
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from bisect import bisect_left
 from collections import Counter
@@ -40,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ipc.sections import Section
-from watcher.planning.identifiers import identifiers, terms, window
+from watcher.planning.features import Features, features
 from watcher.planning.relevance import (
     RELEVANCE_METHODS,
     STEP_KINDS,
@@ -56,10 +54,6 @@ if TYPE_CHECKING:
     from watcher.config.settings import CompactionConfig
 
 DEFAULT_WEIGHTS: Mapping[str, float] = {"critical": 2.0, "high": 1.5, "medium": 1.0, "low": 0.5}
-_DIGITS = re.compile(r"\d+")
-_LINES = re.compile(r"[\r\n]+")
-_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines breaks there too
-_MIN_LINE = 8  # shorter lines (braces, blank-ish) say nothing about redundancy
 
 
 @dataclass(frozen=True)
@@ -81,36 +75,6 @@ class ScoreParams:
             raise ValueError(f"half_life_turns must be > 0, got {self.half_life_turns}")
         if any(w < 0 for w in self.weights.values()):
             raise ValueError("priority weights must be >= 0")
-
-
-@dataclass(frozen=True, slots=True)
-class Features:
-    idents: frozenset[str]
-    lines: frozenset[int]  # hashes of distinct normalized lines (digits folded)
-    line_count: int  # lines of at least _MIN_LINE characters
-    terms: tuple[str, ...] = ()  # only computed for the bm25 method
-
-    @property
-    def noise(self) -> float:
-        """1.0 for text whose lines are all distinct, towards 0 for a few lines repeated."""
-        if self.line_count < 4:
-            return 1.0
-        return math.sqrt(len(self.lines) / self.line_count)
-
-
-def features(text: str, with_terms: bool = False) -> Features:
-    """The features of one section's text (pure: the same text always gives the same features).
-
-    Lines are split at runs of CR/LF (``str.splitlines`` when the text has no other line
-    separator: the same non-empty lines, faster). The kept lines are folded all at once: a
-    stripped line holds no line break and folding digits adds none, so joining and splitting
-    them on LF gives each line folded."""
-    win = window(text)
-    lines = _LINES.split(win) if _OTHER_BREAKS.search(win) else win.splitlines()
-    kept = [line for raw in lines if len(line := raw.strip()) >= _MIN_LINE]
-    hashes = frozenset(map(hash, _DIGITS.sub("#", "\n".join(kept)).split("\n"))) if kept else frozenset()
-    words = tuple(terms(text)) if with_terms else ()
-    return Features(identifiers(text), hashes, len(kept), words)
 
 
 @dataclass

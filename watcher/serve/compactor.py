@@ -7,9 +7,9 @@ import contextlib
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
+from watcher.planning.planner import Plan
 from watcher.serve.agents import AgentState, Pending
 from watcher.store.crashpoints import crashpoint
-from watcher.planning.planner import Plan
 
 
 class _Ids:

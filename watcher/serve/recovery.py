@@ -26,9 +26,9 @@ from pathlib import Path
 from ipc.context import Context
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from watcher.config.settings import StoreConfig
 from watcher.observe import logs
 from watcher.serve.agents import AgentState, Pending
-from watcher.config.settings import StoreConfig
 from watcher.store.store import DB_NAME, Store, StoredProposal, TransitionError
 
 log = logs.get("compactd.store")

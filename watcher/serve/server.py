@@ -43,22 +43,20 @@ from ipc.protocol import (
 )
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher.serve import limits
+from watcher.config.settings import Config, resolve_agent
 from watcher.observe import logs
-from watcher.serve import strategies
-from watcher.serve import wire
+from watcher.planning.planner import Plan, Watermarks, early_cap, plan, trigger_tokens
+from watcher.planning.scoring import Scorer, score_params
+from watcher.serve import limits, strategies, wire
 from watcher.serve.agents import AgentState, Pending, StagedSnapshot, prepare_plan
 from watcher.serve.auth import AuthError, PeerInfo, authenticate
 from watcher.serve.checkpoints import checkpoint as checkpoint_op
 from watcher.serve.checkpoints import restore as restore_op
 from watcher.serve.compactor import build_proposal, forget, seed_ids
-from watcher.config.settings import Config, resolve_agent
-from watcher.store.crashpoints import crashpoint
-from watcher.planning.planner import Plan, Watermarks, early_cap, plan, trigger_tokens
 from watcher.serve.recall import check_claim, recall
 from watcher.serve.recovery import Reconciled, reconcile
 from watcher.serve.scheduler import FairScheduler
-from watcher.planning.scoring import Scorer, score_params
+from watcher.store.crashpoints import crashpoint
 from watcher.store.store import ArchiveView, Store, StoreError, TransitionError
 
 log = logs.get("compactd.server")

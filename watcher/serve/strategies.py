@@ -25,8 +25,6 @@ from typing import Final
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher.serve.agents import AgentState, Pending
-from watcher.serve.compactor import archive_first, build_proposal, forget, next_id
 from watcher.planning.planner import (
     MIN_REGION_TOKENS,
     Plan,
@@ -36,6 +34,8 @@ from watcher.planning.planner import (
     fresh_start,
     oversize_limit,
 )
+from watcher.serve.agents import AgentState, Pending
+from watcher.serve.compactor import archive_first, build_proposal, forget, next_id
 
 NAMES: Final = ("reactive", "masking")
 MASK_KEEP_TURNS: Final = 10  # the paper's window: the last 10 turns keep their observations

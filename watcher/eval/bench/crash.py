@@ -46,11 +46,11 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal, T, decode, encode
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.store.crashpoints import ENV_FILE as CRASH_FILE_ENV
-from watcher.serve.recovery import same
 from watcher.eval.replay import DaemonProcess, ReplayError
-from watcher.store.store import DB_NAME, check_integrity, connect_readonly
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load
+from watcher.serve.recovery import same
+from watcher.store.crashpoints import ENV_FILE as CRASH_FILE_ENV
+from watcher.store.store import DB_NAME, check_integrity, connect_readonly
 
 DEFAULT_TRAJECTORIES: Final = Path(__file__).resolve().parents[4] / "shared" / "trajectories"
 KILL_MODES: Final = ("random", "archived", "planned", "before_send", "ack", "checkpoint")

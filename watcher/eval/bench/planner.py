@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from watcher.eval.plansim import SimResult, simulate
+from watcher.eval.replay import percentile, token_counter
+from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
 from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks, should_plan
-from watcher.eval.plansim import SimResult, simulate
 from watcher.planning.relevance import RELEVANCE_METHODS
-from watcher.eval.replay import percentile, token_counter
 from watcher.planning.scoring import ScoreParams
-from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
 
 
 class BenchError(RuntimeError):

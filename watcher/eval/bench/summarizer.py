@@ -47,8 +47,8 @@ from summarizer.digest import GIST_MAX_TOKENS, Digest, Item, Summarizer, prose_c
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.gguf import ModelError
 from summarizer.weights import normalize as normalize_weights
-from watcher.planning.planner import digest_target
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
+from watcher.planning.planner import digest_target
 
 DEFAULT_TRAJECTORIES: Final = Path(__file__).resolve().parents[4] / "shared" / "trajectories"
 REGION_MIN, REGION_MAX = 1500, 4000  # model tokens
