@@ -13,7 +13,7 @@ import pytest
 from ipc.client import AgentLink, LinkError
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 BUDGET = 2000
 FILLER = "pytest collected 12 items; tests/test_io.py::test_roundtrip PASSED and more output; "

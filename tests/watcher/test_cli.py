@@ -15,7 +15,7 @@ import pytest
 from ipc.client import AgentLink
 from ipc.sections import Section
 from watcher.cli.console import render_status
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 COMMANDS = ("run", "status", "agents", "config", "replay")
 

@@ -20,7 +20,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.store.crashpoints import ENV
 from watcher.store.store import DB_NAME
 

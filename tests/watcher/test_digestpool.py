@@ -14,7 +14,7 @@ from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer, approx_tokens
 from summarizer.engine import EngineSettings, LlamaEngine
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.serve.digestpool import DigestPool
 
 TOOL = "".join(

@@ -17,7 +17,7 @@ import zmq.asyncio
 from ipc.client import AgentLink
 from ipc.protocol import decode, encode
 from summarizer.tokenizer import load_counter
-from watcher.eval.replay import DaemonProcess, running_daemon
+from watcher.eval.harness import DaemonProcess, running_daemon
 from watcher.eval.trajectories import load
 
 BUDGET = 8000

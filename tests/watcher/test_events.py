@@ -22,7 +22,7 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from watcher.config.settings import MqttConfig
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.observe.events import EventPublisher, topic_segment
 
 MOSQUITTO = Path("/usr/sbin/mosquitto")

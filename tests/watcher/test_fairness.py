@@ -11,7 +11,7 @@ from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.serve.scheduler import MODEL_MAX_WAITING, FairScheduler, Job
 
 

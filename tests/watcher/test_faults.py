@@ -14,7 +14,7 @@ from typing import Any
 from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 BUDGET = 2000
 # one inference thread: two llama.cpp threads spin-wait on each other when the machine is busy

@@ -15,7 +15,7 @@ import zmq.asyncio
 from ipc.context import Context
 from ipc.protocol import Op, decode, encode
 from ipc.sections import Section
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.serve.limits import delta_effect, section_bytes
 
 LIMITS = """

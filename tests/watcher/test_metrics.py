@@ -22,7 +22,7 @@ from ipc.protocol import Proposal, decode
 from ipc.sections import Section
 from summarizer.digest import Summarizer
 from watcher.config.settings import Config
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.observe.metrics import MAX_AGENT_SERIES, Metrics
 from watcher.planning.planner import Watermarks
 from watcher.serve.agents import AgentState

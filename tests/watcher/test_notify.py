@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 WATCHDOG_USEC = 400_000  # pings every 0.2 s
 

@@ -13,7 +13,7 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.eval.trajectories import Trajectory, load
 
 BUDGET = 12000

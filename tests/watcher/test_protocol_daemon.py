@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ipc import AgentLink, LinkError, Section, SyncAgentLink, Transcript
 from ipc.protocol import T, decode, encode
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 MAX_FRAME = 262_144
 CONFIG = f"""

@@ -17,7 +17,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 BUDGET = 2000
 FILLER = "the quick brown fox jumps over the lazy dog while the build runs its tests; "

@@ -18,7 +18,7 @@ import pytest
 
 from ipc.client import AgentLink
 from ipc.sections import Section
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 BASE = """\
 [daemon]

@@ -15,7 +15,7 @@ from ipc.protocol import Hello
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
 from watcher.config.settings import AgentOverride, Config
-from watcher.eval.replay import DaemonProcess, running_daemon
+from watcher.eval.harness import DaemonProcess, running_daemon
 from watcher.serve.auth import AuthError, PeerInfo, authenticate
 
 ALICE = "alice-token-0123456789abcdef"

@@ -23,7 +23,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import decode, encode
 from ipc.sections import Section
 from watcher.config.settings import ConfigError, DaemonConfig, load
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.serve.transport import TransportError, _make_dir, preflight, write_keypair
 
 

@@ -20,7 +20,7 @@ from ipc.sections import Section
 from summarizer.tokenizer import load_counter
 from summarizer.weights import converted_path
 from watcher.config.settings import ModelConfig
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 # the format the daemon uses by default (docs/BENCHMARKS.md, Summarizer); q8_0 where it is "shipped"
 FORMAT = ModelConfig().weights if ModelConfig().weights not in ("", "shipped") else "q8_0"

@@ -29,7 +29,7 @@ from ipc.protocol import (
 )
 from ipc.sections import KINDS, MAX_TOKENS, MAX_TS, PRIORITIES, Section
 from watcher.eval.bench.ingest import DeltaStream
-from watcher.eval.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 from watcher.serve import wire
 
 MAX = 1 << 20

@@ -30,8 +30,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -43,21 +41,18 @@ from ipc.client import AgentLink, LinkError
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
 from watcher.eval.canaries import Canary, CanaryError, load_canaries, plant, score
+from watcher.eval.harness import ReplayError, running_daemon
 from watcher.eval.progress import Progress
 from watcher.eval.regret import regret
 from watcher.eval.scorecard import EngineWork, Run, aggregate, percentile
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
 from watcher.runtime.paths import default_model_path
 
-__all__ = ["POLICIES", "DaemonProcess", "ReplayError", "ReplaySettings", "Run", "aggregate", "percentile"]
+__all__ = ["POLICIES", "ReplayError", "ReplaySettings", "Run", "aggregate", "percentile"]
 
 POLICIES: Final = ("optimistic", "recency", "reactive", "masking")
 STUCK_POLL_S: Final = 1.0  # while stalled, ask the daemon this often whether anything is coming
 SETTLE_S: Final = 120.0  # after the last turn, wait at most this long for a running digest job
-
-
-class ReplayError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -91,77 +86,6 @@ def parse_policies(text: str) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ReplayError(f"policy listed twice in {text!r}")
     return names
-
-
-# --- the daemon under test ------------------------------------------------------------------------
-
-
-class DaemonProcess:
-    """A real `compactd run` subprocess on a private socket, stopped with SIGTERM."""
-
-    def __init__(
-        self,
-        workdir: Path,
-        config: str | None,
-        model: bool,
-        extra_args: tuple[str, ...] = (),
-        endpoint: str | None = None,
-        log_name: str = "daemon.log",
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.endpoint = endpoint or f"ipc://{workdir / 'agents.sock'}"
-        self.log_path = workdir / log_name
-        cmd = [
-            sys.executable,
-            "-m",
-            "watcher",
-            "run",
-            "--socket",
-            self.endpoint,
-            "--state-dir",
-            str(workdir / "state"),
-        ]
-        if config:
-            cmd += ["--config", config]
-        if not model:
-            cmd.append("--no-model")
-        cmd += extra_args
-        self._log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **env} if env else None
-        )
-
-    async def wait_ready(self, limit_s: float = 120.0) -> None:
-        deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise ReplayError(f"daemon exited with {self.proc.returncode}: {self.log_tail()}")
-            if b'"event": "ready"' in self.log_path.read_bytes():
-                return
-            await asyncio.sleep(0.1)
-        raise ReplayError(f"daemon not ready after {limit_s:g} s: {self.log_tail()}")
-
-    def log_tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-2000:]
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
-
-    def kill(self) -> int:
-        """SIGKILL (kill -9): no shutdown code runs, as in a crash."""
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
 
 
 # --- playing one trajectory -----------------------------------------------------------------------
@@ -314,17 +238,6 @@ async def _policy_daemon(s: ReplaySettings, policy: str) -> AsyncIterator[str]:
     with tempfile.TemporaryDirectory(prefix=f"compactd-replay-{policy}-") as tmp:
         async with running_daemon(Path(tmp), s.config, s.model) as daemon:
             yield daemon.endpoint
-
-
-@contextlib.asynccontextmanager
-async def running_daemon(workdir: Path, config: str | None, model: bool) -> AsyncIterator[DaemonProcess]:
-    """A :class:`DaemonProcess` in ``workdir``, ready, and stopped on the way out."""
-    daemon = DaemonProcess(workdir, config, model)
-    try:
-        await daemon.wait_ready()
-        yield daemon
-    finally:
-        daemon.stop()
 
 
 def rotated(policies: Sequence[str], k: int) -> list[str]:

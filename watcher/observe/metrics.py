@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gzip
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Callable, Iterable, Mapping, Sized
+from typing import Any, Final, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -31,12 +31,10 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from ipc.context import Context
 from ipc.protocol import E
+from summarizer.digest import Summarizer
 from watcher.observe import logs
-
-if TYPE_CHECKING:
-    from watcher.serve.agents import AgentState
-    from watcher.serve.server import Server
 
 log = logs.get("compactd.metrics")
 
@@ -61,10 +59,56 @@ class EventStats(Protocol):
     def dropped(self) -> Mapping[str, int]: ...
 
 
+class Budget(Protocol):
+    @property
+    def budget(self) -> int: ...
+
+    @property
+    def reserve(self) -> float: ...
+
+
+class AgentGauges(Protocol):
+    """What the per-agent series read from one agent (watcher.serve.agents.AgentState)."""
+
+    @property
+    def agent(self) -> str: ...
+
+    @property
+    def usage(self) -> float: ...
+
+    @property
+    def ctx(self) -> Context: ...
+
+    @property
+    def marks(self) -> Budget: ...
+
+    @property
+    def pending(self) -> Sized: ...
+
+
+class Served(Protocol):
+    """What the live series read from the server at scrape time (watcher.serve.server.Server)."""
+
+    @property
+    def agents(self) -> Mapping[str, AgentGauges]: ...
+
+    @property
+    def tasks(self) -> Sized: ...
+
+    @property
+    def summarizer(self) -> Summarizer: ...
+
+    @property
+    def errors(self) -> Mapping[str, int]: ...
+
+    @property
+    def frames(self) -> int: ...
+
+
 class Metrics:
     """The registry, the event-fed counters, and the live collector over one server."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Served) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series (noise)
         self.server = server
         self.events: EventStats | None = None  # set (and swapped on reload) by the daemon
@@ -148,7 +192,7 @@ class _Live(Collector):
             f"Agents without per-agent series (the {MAX_AGENT_SERIES} with least headroom have them)",
             len(agents) - len(listed),
         )
-        per_agent: dict[str, tuple[str, Callable[[AgentState], float]]] = {
+        per_agent: dict[str, tuple[str, Callable[[AgentGauges], float]]] = {
             "compactd_agent_tokens": (
                 "Tokens in the agent's context (the daemon's mirror)",
                 lambda a: a.ctx.tokens,

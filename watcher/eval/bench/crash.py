@@ -46,7 +46,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal, T, decode, encode
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
-from watcher.eval.replay import DaemonProcess, ReplayError
+from watcher.eval.harness import DaemonProcess, ReplayError
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load
 from watcher.serve.recovery import same
 from watcher.store.crashpoints import ENV_FILE as CRASH_FILE_ENV

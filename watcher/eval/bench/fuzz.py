@@ -42,7 +42,8 @@ import zmq.asyncio
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import decode, encode
 from ipc.sections import Section
-from watcher.eval.replay import DaemonProcess, ReplayError, percentile
+from watcher.eval.harness import DaemonProcess, ReplayError
+from watcher.eval.replay import percentile
 
 MAX_FRAME: Final = 65536
 KINDS: Final = ("random", "truncated", "types", "lengths", "version", "unknown", "dupids", "multipart")

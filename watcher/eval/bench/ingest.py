@@ -48,7 +48,7 @@ from typing import Any
 import zmq
 
 from ipc.protocol import T, decode, encode
-from watcher.eval.replay import DaemonProcess, ReplayError
+from watcher.eval.harness import DaemonProcess, ReplayError
 
 SECTION_TOKENS = 50
 SECTION_TEXT = (

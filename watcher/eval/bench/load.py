@@ -39,7 +39,8 @@ import zmq.asyncio
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import decode, encode
 from ipc.sections import Section
-from watcher.eval.replay import DaemonProcess, ReplayError, percentile
+from watcher.eval.harness import DaemonProcess, ReplayError
+from watcher.eval.replay import percentile
 from watcher.store.store import DB_NAME, check_integrity, connect_readonly
 
 CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
