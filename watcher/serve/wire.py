@@ -7,7 +7,7 @@ subset of what it accepts, with the same values: a DELTA with exactly the known 
 the reference's limits (as msgspec constraints, plus the checks msgspec cannot express: printable
 ids, duplicate ids in one op). Anything else (another message type, an unknown field, any invalid
 value, a frame over ``FAST_MAX_FRAME`` bytes) returns None, and the caller takes the reference path,
-which accepts it or answers the exact ERROR it always did. tests/watcher/test_wire.py checks both
+which accepts it or answers the exact ERROR it always did. tests/watcher/serve/test_wire.py checks both
 paths against each other on valid and invalid frames.
 
 Daemon side only: msgspec is a dependency of the daemon, not of the client package (ipc).

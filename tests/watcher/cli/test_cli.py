@@ -68,7 +68,7 @@ def test_usage_errors_exit_2() -> None:
 
 
 def test_config_check(tmp_path: Path) -> None:
-    example = Path(__file__).resolve().parents[2] / "docs" / "compactd.example.toml"
+    example = Path(__file__).resolve().parents[3] / "docs" / "compactd.example.toml"
     ok = compactd("config", "check", str(example))
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith(f"{example}: ok")
@@ -161,7 +161,7 @@ def test_readme_configuration_reference_is_complete() -> None:
 
     from watcher.config import settings as config
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
     reference = readme[readme.index("## Configuration reference") :]
     rows = {}
     for line in reference.splitlines():

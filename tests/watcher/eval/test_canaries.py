@@ -13,7 +13,7 @@ from summarizer.tokenizer import load_counter
 from watcher.eval.canaries import CANARY_KINDS, CanaryError, load_canaries, plant, score
 from watcher.eval.trajectories import Trajectory, load
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CANARIES = REPO / "bench" / "canaries.txt"
 
 

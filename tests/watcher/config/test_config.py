@@ -34,7 +34,7 @@ from watcher.config.settings import (
     resolve_agent,
 )
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "compactd.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "docs" / "compactd.example.toml"
 TOKEN_A = "a" * 24
 TOKEN_B = "b" * 24
 

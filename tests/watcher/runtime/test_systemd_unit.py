@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 UNIT = REPO / "systemd" / "compactd.service"
 SYSUSERS = REPO / "systemd" / "compactd.sysusers"
 MAX_EXPOSURE = 2.0

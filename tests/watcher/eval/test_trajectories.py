@@ -13,7 +13,7 @@ import pytest
 from ipc.sections import Section
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load, load_many
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "trajectories"
+DATA = Path(__file__).resolve().parents[4] / "shared" / "trajectories"
 
 MINI_MESSAGES = {  # SOURCES.md: messages per mini-swe-agent file
     "scikit-learn__scikit-learn-25102": 88,

@@ -15,7 +15,7 @@ import pytest
 
 from watcher.eval.replay import POLICIES, ReplayError, parse_policies
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 CANARIES = REPO / "bench" / "canaries.txt"
 KEYS = {
     "turns",
