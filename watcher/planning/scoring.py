@@ -35,9 +35,9 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ipc.sections import Section
+from watcher.config.settings import CompactionConfig
 from watcher.planning.features import Features, features
 from watcher.planning.relevance import (
     RELEVANCE_METHODS,
@@ -49,9 +49,6 @@ from watcher.planning.relevance import (
     mentions,
     overlap_scores,
 )
-
-if TYPE_CHECKING:
-    from watcher.config.settings import CompactionConfig
 
 DEFAULT_WEIGHTS: Mapping[str, float] = {"critical": 2.0, "high": 1.5, "medium": 1.0, "low": 0.5}
 

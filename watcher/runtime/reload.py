@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from summarizer.engine import LlamaEngine
 from watcher.config.settings import (
@@ -38,11 +38,9 @@ from watcher.observe import logs
 from watcher.planning.planner import Watermarks
 from watcher.runtime.engine import StartupError, load_engine
 from watcher.runtime.paths import default_model_path
-
-if TYPE_CHECKING:
-    from watcher.runtime.sdnotify import Notifier
-    from watcher.serve.server import Server
-    from watcher.serve.transport import Listener
+from watcher.runtime.sdnotify import Notifier
+from watcher.serve.server import Server
+from watcher.serve.transport import Listener
 
 log = logs.get("compactd.reload")
 
