@@ -154,7 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
     kg.add_argument("dir", metavar="DIR", help="directory for the key files (created 0700)")
     kg.add_argument("--name", default="compactd", help="file name stem (default: compactd)")
 
-    bench = sub.add_parser("bench", help="measure the daemon and write JSON (see docs/BENCHMARKS.md)")
+    bench = sub.add_parser(
+        "bench",
+        help="measure the daemon and write JSON (see docs/BENCHMARKS.md); exit 1 if a goal was missed",
+    )
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     # Each benchmark: benches.add_parser(NAME, ...) and .set_defaults(bench_func=cmd_bench_NAME).
     bi = benches.add_parser(
@@ -164,7 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("--agents", type=int, default=4, help="agents streaming at once (default 4)")
     bi.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase (default 3)")
     bi.add_argument("--window", type=int, default=32, help="deltas in flight per agent (default 32)")
-    bi.add_argument("--rounds", type=int, default=2, help="daemon/raw alternations; best kept (default 2)")
+    bi.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="daemon/raw alternations; medians and ranges reported (default 3)",
+    )
     bi.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bi.set_defaults(bench_func=cmd_bench_ingest)
     bc = benches.add_parser(
@@ -190,23 +198,52 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bf.set_defaults(bench_func=cmd_bench_fuzz)
     bl = benches.add_parser(
-        "load", help="N agents streaming deltas: RSS curve, ingest p99, fairness of the compaction queue"
+        "load",
+        help="N agents against one daemon: with --trajectories, real trajectories and the knee "
+        "(largest N with 0 overflows, 0 stalls); else synthetic deltas at --rate",
+        description="With --trajectories: each step runs N agents replaying the trajectories (a turn "
+        "every 2-10 s per agent) against a fresh daemon, steps up --agents until a call overflows or "
+        "stalls, and reports the knee. Without: N agents streaming synthetic deltas at --rate. "
+        "Exit 1 if a goal was missed (named on stderr).",
     )
-    bl.add_argument("--agents", type=int, default=200, help="agents streaming at once (default 200)")
-    bl.add_argument("--rate", type=float, default=5.0, help="deltas per second per agent (default 5)")
-    bl.add_argument("--seconds", type=float, default=60.0, help="length of the run (default 60)")
-    bl.add_argument("--budget", type=int, default=32000, help="each agent's budget in tokens (default 32000)")
-    bl.add_argument("--chatty", type=int, default=1, help="agents sending --chatty-factor times faster")
+    bl.add_argument("--trajectories", nargs="+", metavar="TRAJ", help="replay these (the knee search)")
+    bl.add_argument(
+        "--agents",
+        metavar="N[,N...]",
+        help="agents; with --trajectories the ladder of steps (default 25,50,100,200,400), else one "
+        "number (default 200)",
+    )
+    bl.add_argument("--rate", type=float, default=5.0, help="synthetic: deltas/s per agent (default 5)")
+    bl.add_argument(
+        "--seconds", type=float, help="length of each run (default 120 per step with --trajectories, else 60)"
+    )
+    bl.add_argument(
+        "--budget",
+        type=int,
+        help="each agent's budget in tokens (default 24000 with --trajectories, else 32000)",
+    )
+    bl.add_argument(
+        "--chatty", type=int, default=1, help="synthetic: agents sending --chatty-factor times faster"
+    )
     bl.add_argument("--chatty-factor", type=float, default=10.0, help="(default 10)")
-    bl.add_argument("--kill-at", type=float, default=0.0, help="SIGKILL and restart the daemon at S seconds")
+    bl.add_argument(
+        "--kill-at", type=float, default=0.0, help="synthetic: SIGKILL and restart the daemon at S seconds"
+    )
     bl.add_argument("--no-model", action="store_true", help="run the daemon without a model")
+    bl.add_argument(
+        "--config", metavar="FILE", help="config file for the daemon (default: none, the defaults)"
+    )
     bl.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     bl.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bl.add_argument(
+        "--plot", metavar="FILE.png", help="with --trajectories: overflows, stalls, queue wait vs N"
+    )
     bl.set_defaults(bench_func=cmd_bench_load)
     bss = benches.add_parser(
         "store-sync", help="cost of each SQLite synchronous level for one proposal's store commits"
     )
     bss.add_argument("--proposals", type=int, default=200, help="proposals per level (default 200)")
+    bss.add_argument("--rounds", type=int, default=3, help="interleaved rounds for the ratios (default 3)")
     bss.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
     bss.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bss.set_defaults(bench_func=cmd_bench_store_sync)
@@ -226,6 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--weights", default="", help="re-encode the weights once: q8_0, q4_0, f16, bf16, f32")
     bs.add_argument("--prompt-lookup", type=int, default=0, help="prompt-lookup draft tokens (default 0)")
     bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the lookup A/B (0 = skip)")
+    bs.add_argument("--rounds", type=int, default=3, help="numpy + model digest rounds (default 3)")
     bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
     bs.set_defaults(bench_func=cmd_bench_summarizer)
     bp = benches.add_parser(

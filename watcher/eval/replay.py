@@ -143,7 +143,7 @@ async def play(
                 await link.append(*turn, wait=True)
                 if k == len(traj.turns) - 1 and k > 0:
                     break  # the run's last step and its output: no LLM call follows it
-                stall, fits = await _wait_for_room(link, changed, s)
+                stall, fits = await wait_for_room(link, changed, s.budget, s.stall_timeout)
                 run.stalls_ms.append(stall)
                 run.overflow_turns += not fits
                 run.usage.append(link.context.tokens)
@@ -168,18 +168,21 @@ async def play(
     return run
 
 
-async def _wait_for_room(link: AgentLink, changed: asyncio.Event, s: ReplaySettings) -> tuple[float, bool]:
-    """Block until the context fits the budget: (ms waited, whether it fits).
+async def wait_for_room(
+    link: AgentLink, changed: asyncio.Event, budget: int, stall_timeout: float
+) -> tuple[float, bool]:
+    """Block until the context fits ``budget`` (``changed`` is set whenever a proposal was
+    applied): (ms waited, whether it fits).
 
     Gives up at ``stall_timeout``, or as soon as the daemon has nothing running and nothing pending
     for this agent (it cannot make room: only anchors are left), so an impossible turn costs about a
     second of waiting rather than the whole timeout.
     """
-    if link.context.tokens <= s.budget:
+    if link.context.tokens <= budget:
         return 0.0, True
     t0 = time.perf_counter()
-    deadline = time.monotonic() + s.stall_timeout
-    while link.context.tokens > s.budget and time.monotonic() < deadline:
+    deadline = time.monotonic() + stall_timeout
+    while link.context.tokens > budget and time.monotonic() < deadline:
         changed.clear()
         try:
             await asyncio.wait_for(changed.wait(), min(STUCK_POLL_S, max(0.01, deadline - time.monotonic())))
@@ -188,7 +191,7 @@ async def _wait_for_room(link: AgentLink, changed: asyncio.Event, s: ReplaySetti
             pass
         if link.proposals.empty() and not await _daemon_busy(link):
             break
-    return (time.perf_counter() - t0) * 1000, link.context.tokens <= s.budget
+    return (time.perf_counter() - t0) * 1000, link.context.tokens <= budget
 
 
 async def _score_canaries(link: AgentLink, traj: Trajectory, canaries: Sequence[Canary], run: Run) -> Any:
