@@ -40,7 +40,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import decode, encode
 from ipc.sections import Section
 from watcher.eval.bench.fuzzframes import KINDS, MAKERS, sec
-from watcher.eval.bench.goals import BenchError, Goal, judge
+from watcher.eval.bench.goals import BenchError, Goal, in_range, judge
 from watcher.eval.bench.procstat import rss_mb
 from watcher.eval.harness import DaemonProcess, ReplayError
 from watcher.eval.scorecard import percentile
@@ -60,10 +60,7 @@ class FuzzSettings:
     good_agents: int = 2
 
     def __post_init__(self) -> None:
-        if not 10 <= self.frames <= 10_000_000:
-            raise ValueError("--frames must be in 10..10000000")
-        if not 1 <= self.peers <= 64:
-            raise ValueError("--peers must be in 1..64")
+        in_range(frames=(self.frames, 10, 10_000_000), peers=(self.peers, 1, 64))
 
 
 @dataclass

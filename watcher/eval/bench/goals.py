@@ -70,6 +70,13 @@ class Goal:
         return out
 
 
+def in_range(**values: tuple[float, float, float]) -> None:
+    """Check settings: ``name=(value, lowest, highest)``; ValueError names the option (``--name``)."""
+    for name, (value, lo, hi) in values.items():
+        if not lo <= value <= hi:
+            raise ValueError(f"--{name.replace('_', '-')} must be in {lo:g}..{hi:g}, not {value:g}")
+
+
 def exercised(value: Any, condition: bool) -> Any:
     """``value`` if the bench exercised what it measures, else None (the goal is then missed)."""
     return value if condition else None

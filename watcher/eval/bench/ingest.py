@@ -49,7 +49,7 @@ from typing import Any
 import zmq
 
 from ipc.protocol import T, decode, encode
-from watcher.eval.bench.goals import BenchError, Goal, judge, spread
+from watcher.eval.bench.goals import BenchError, Goal, in_range, judge, spread
 from watcher.eval.bench.procstat import cpu_seconds
 from watcher.eval.harness import DaemonProcess, ReplayError
 from watcher.eval.scorecard import percentile
@@ -87,14 +87,12 @@ class IngestSettings:
     rounds: int = 3
 
     def __post_init__(self) -> None:
-        if not 1 <= self.agents <= 256:
-            raise ValueError("--agents must be in 1..256")
-        if not 0.2 <= self.seconds <= 600:
-            raise ValueError("--seconds must be in 0.2..600")
-        if not 1 <= self.window <= 500:
-            raise ValueError("--window must be in 1..500")
-        if not 1 <= self.rounds <= 10:
-            raise ValueError("--rounds must be in 1..10")
+        in_range(
+            agents=(self.agents, 1, 256),
+            seconds=(self.seconds, 0.2, 600),
+            window=(self.window, 1, 500),
+            rounds=(self.rounds, 1, 10),
+        )
 
 
 # --- frames -------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ import zmq.asyncio
 
 from ipc.client import AgentLink, LinkError
 from ipc.sections import Section
-from watcher.eval.bench.goals import BenchError, Goal, exercised, judge
+from watcher.eval.bench.goals import BenchError, Goal, exercised, in_range, judge
 from watcher.eval.bench.procstat import Sampler, ask_status, loop_lag
 from watcher.eval.harness import DaemonProcess, ReplayError
 from watcher.eval.scorecard import percentile
@@ -60,12 +60,7 @@ class LoadSettings:
     config: str | None = None
 
     def __post_init__(self) -> None:
-        if not 1 <= self.agents <= 2000:
-            raise ValueError("--agents must be in 1..2000")
-        if not 0.1 <= self.rate <= 100:
-            raise ValueError("--rate must be in 0.1..100")
-        if not 1 <= self.seconds <= 3600:
-            raise ValueError("--seconds must be in 1..3600")
+        in_range(agents=(self.agents, 1, 2000), rate=(self.rate, 0.1, 100), seconds=(self.seconds, 1, 3600))
         if not 0 <= self.chatty < self.agents:
             raise ValueError("--chatty must be below --agents")
         if self.kill_at and not 0 < self.kill_at < self.seconds:

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 import zmq.asyncio
 
-from watcher.eval.bench.goals import BenchError, Goal, exercised, judge
+from watcher.eval.bench.goals import BenchError, Goal, exercised, in_range, judge
 from watcher.eval.bench.loadagents import AgentTally, LoadAgent, plans
 from watcher.eval.bench.procstat import Sampler, ask_status
 from watcher.eval.harness import ReplayError, running_daemon
@@ -65,12 +65,11 @@ class TrajLoadSettings:
     def __post_init__(self) -> None:
         if not self.paths:
             raise ValueError("--trajectories needs at least one file")
-        if not self.agents or min(self.agents) < 1 or max(self.agents) > MAX_AGENTS:
-            raise ValueError(f"--agents must be in 1..{MAX_AGENTS}")
-        if not 5 <= self.seconds <= 3600:
-            raise ValueError("--seconds must be in 5..3600")
-        if not 2000 <= self.budget <= 1_000_000:
-            raise ValueError("--budget must be in 2000..1000000")
+        in_range(
+            agents=(max(self.agents, default=0), 1, MAX_AGENTS),
+            seconds=(self.seconds, 5, 3600),
+            budget=(self.budget, 2000, 1_000_000),
+        )
 
 
 def _trajectories(s: TrajLoadSettings) -> tuple[list[Trajectory], list[str]]:
