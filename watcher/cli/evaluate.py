@@ -184,6 +184,7 @@ def _bench_load_trajectories(args: argparse.Namespace) -> int:
             model=not args.no_model,
             config=args.config,
             seed=args.seed,
+            max_agents=args.max_agents,
         )
         result = asyncio.run(run_traj_load(settings, progress=lambda m: print(m, file=sys.stderr)))
         if args.plot:

@@ -213,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="agents; with --trajectories the ladder of steps (default 25,50,100,200,400), else one "
         "number (default 200)",
     )
+    bl.add_argument(
+        "--max-agents",
+        type=int,
+        default=1000,
+        help="with --trajectories: N doubles past the ladder while steps are clean, up to this "
+        "(default 1000)",
+    )
     bl.add_argument("--rate", type=float, default=5.0, help="synthetic: deltas/s per agent (default 5)")
     bl.add_argument(
         "--seconds", type=float, help="length of each run (default 120 per step with --trajectories, else 60)"

@@ -35,7 +35,19 @@ STEP_KEYS = (
 def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(tmp_path: Path) -> None:
     out, png = tmp_path / "load.json", tmp_path / "knee.png"
     trajs = [str(p) for p in sorted(MINI.glob("*.traj.json"))[:3]]
-    cmd = [sys.executable, "-m", "watcher", "bench", "load", "--trajectories", *trajs, "--agents", "3"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "watcher",
+        "bench",
+        "load",
+        "--trajectories",
+        *trajs,
+        "--agents",
+        "3",
+        "--max-agents",
+        "6",
+    ]
     run = subprocess.run(
         [*cmd, "--seconds", "8", "--budget", "8000", "--no-model", "--json", str(out), "--plot", str(png)],
         capture_output=True,
@@ -46,9 +58,10 @@ def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(tmp_path:
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
     r = json.loads(out.read_text())
     steps = {s["agents"]: s for s in r["steps"]}
-    assert set(steps) in ({3}, {3, 6})  # the ladder, then twice the knee if there is one
-    knee = r["knee_agents"]
-    assert knee in (0, 3) and (knee == 0) == (not steps[3]["clean"])
+    assert set(steps) in ({3}, {3, 6})  # the ladder, then doubled up to --max-agents if clean
+    knee = r["knee_agents"]  # the largest N before the first step with an overflow or a stall
+    assert knee == (0 if not steps[3]["clean"] else 3 if not steps[6]["clean"] else 6)
+    assert r["knee_is_lower_bound"] == all(s["clean"] for s in steps.values())
     for step in steps.values():
         for key in STEP_KEYS:
             assert key in step, key

@@ -68,6 +68,7 @@ class AgentTally:
     over_high: int = 0  # calls with the context above the high watermark
     peak: int = 0
     ingest_ms: list[float] = field(default_factory=list)
+    slowest: tuple[float, int] = (0.0, 0)  # the slowest append: (ms, tokens of the turn)
     errors: int = 0
     compactions: int = 0
     stale: int = 0
@@ -153,7 +154,9 @@ class LoadAgent:
             t0 = time.perf_counter()
             try:
                 await self.link.append(*turn, wait=True)
-                t.ingest_ms.append((time.perf_counter() - t0) * 1000)
+                ms = (time.perf_counter() - t0) * 1000
+                t.ingest_ms.append(ms)
+                t.slowest = max(t.slowest, (round(ms, 1), sum(s.tokens for s in turn)))
             except LinkError:
                 t.errors += 1
             oversized = sum(s.tokens for s in turn) > self.budget - t.low

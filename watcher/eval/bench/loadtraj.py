@@ -11,8 +11,9 @@ queue wait p50/p99 (the daemon's own figure), compactions/s, tokens compacted/s,
 daemon and of this client, RSS max, the model's share of the applied digests and its jobs.
 
 The steps go up the ladder (default 25, 50, 100, 200, 400) and stop at the first step with an
-overflow or a stall; the **knee** is the largest N before it with 0 overflows and 0 stalls. The
-step at twice the knee is always measured (run after the ladder when the ladder did not hold it).
+overflow or a stall; if none has one, N doubles past the ladder until a step does (at most
+``max_agents``). The **knee** is the largest N before the first such step (0 overflows, 0 stalls);
+the step at twice the knee is always measured (run at the end when the ladder did not hold it).
 
 Goals (issue 17): knee >= 200 agents; at twice the knee 0 overflowing calls; ingest p99 <= 50 ms
 in every step; daemon RSS at the knee <= 400 MB; every step compacted (agents really crossed their
@@ -61,12 +62,14 @@ class TrajLoadSettings:
     seed: int = 1
     interval: tuple[float, float] = (2.0, 10.0)
     stall_timeout: float = 30.0
+    max_agents: int = MAX_AGENTS  # the doubling past the ladder stops here
 
     def __post_init__(self) -> None:
         if not self.paths:
             raise ValueError("--trajectories needs at least one file")
         in_range(
-            agents=(max(self.agents, default=0), 1, MAX_AGENTS),
+            agents=(max(self.agents, default=0), 1, self.max_agents),
+            max_agents=(self.max_agents, 1, MAX_AGENTS),
             seconds=(self.seconds, 5, 3600),
             budget=(self.budget, 2000, 1_000_000),
         )
@@ -150,6 +153,7 @@ def _step_result(
         "peak_usage_max": round(max(t.peak for t in tallies) / budget, 3),  # share of the budget
         "ingest_ms_p50": round(percentile(ingest, 50), 2),
         "ingest_ms_p99": round(percentile(ingest, 99), 2),
+        "slowest_append": max((t.slowest for t in tallies), default=(0.0, 0)),  # (ms, tokens)
         "append_errors": sum(t.errors for t in tallies),
         "queue_wait_ms_p50": queue.get("wait_ms_p50"),
         "queue_wait_ms_p99": queue.get("wait_ms_p99"),
@@ -193,13 +197,20 @@ async def run_traj_load(
     for n in s.agents:
         if not (await step(n))["clean"]:
             break
-    clean = [n for n, r in steps.items() if r["clean"]]
-    knee = max((n for n in clean if all(steps[m]["clean"] for m in steps if m < n)), default=0)
-    if knee and 2 * knee not in steps and 2 * knee <= MAX_AGENTS:
+    else:  # every step of the ladder was clean: double until a step is not (or the cap)
+        n = 2 * max(s.agents)
+        while n <= s.max_agents and (await step(n))["clean"]:
+            n *= 2
+    knee = 0
+    for n in sorted(steps):
+        if not steps[n]["clean"]:
+            break
+        knee = n
+    if knee and 2 * knee not in steps and 2 * knee <= s.max_agents:
         await step(2 * knee)
     result: dict[str, Any] = {
         "knee_agents": knee,
-        "knee_bounded_by_ladder": bool(knee) and knee == max(s.agents),
+        "knee_is_lower_bound": all(r["clean"] for r in steps.values()),  # no step failed (the cap)
         "steps": [steps[n] for n in sorted(steps)],
         "settings": {
             "trajectories": [t.name for t in trajs],
@@ -212,6 +223,7 @@ async def run_traj_load(
             "seed": s.seed,
             "turn_interval_s": list(s.interval),
             "stall_timeout_s": s.stall_timeout,
+            "max_agents": s.max_agents,
             "cpus": os.cpu_count(),
         },
     }
