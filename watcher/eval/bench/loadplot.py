@@ -25,29 +25,29 @@ def plot_knee(result: dict[str, Any], path: str | Path) -> Path:
         raise ValueError("the load result has no steps to plot")
     n = [r["agents"] for r in steps]
     knee = int(result.get("knee_agents") or 0)
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    load, big = "load", "oversized turn (not load)"
     panels = [
         (
             "overflowing calls",
-            [
-                ("overflow_calls", "load", "#d62728"),
-                ("overflow_calls_oversized_turn", "oversized turn", "#ff9896"),
-            ],
+            [("overflow_calls", load, "#d62728"), ("overflow_calls_oversized_turn", big, "#ff9896")],
         ),
         (
-            "stalls",
-            [("stalled_calls", "stalled calls", "#1f77b4"), ("stall_ms_p99", "stall p99 (ms)", "#9467bd")],
+            "stalled calls",
+            [("stalled_calls", load, "#1f77b4"), ("stalled_calls_oversized_turn", big, "#aec7e8")],
         ),
+        ("stall p99 (ms, load)", [("stall_ms_p99", "p99", "#9467bd")]),
         (
             "compaction queue wait (ms)",
             [("queue_wait_ms_p50", "p50", "#2ca02c"), ("queue_wait_ms_p99", "p99", "#98df8a")],
         ),
     ]
+    fig, axes = plt.subplots(1, len(panels), figsize=(16, 3.8))
     for ax, (title, series) in zip(axes, panels, strict=True):
         for key, label, color in series:
             ax.plot(n, [r.get(key) or 0 for r in steps], marker="o", color=color, label=label)
         if knee:
             ax.axvline(knee, color="grey", ls="--", lw=1, label=f"knee {knee}")
+        ax.set_ylim(bottom=0, top=max(1.0, ax.get_ylim()[1]))
         ax.set_xscale("log")
         ax.set_xticks(n, [str(x) for x in n])
         ax.minorticks_off()

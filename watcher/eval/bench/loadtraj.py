@@ -164,6 +164,7 @@ def _step_result(
         "tokens_compacted_per_s": round(sum(t.tokens_compacted for t in tallies) / elapsed, 1),
         "tokens_saved_per_s": round(sum(t.tokens_saved for t in tallies) / elapsed, 1),
         "model_jobs": queue.get("model_jobs"),
+        "model_skipped": queue.get("model_skipped"),  # jobs of a daemon with a model digested without it
         "model_digests": model,
         "model_share_of_digests": round(model / applied, 3) if applied else None,
         "daemon_cpu_pct_mean": _mean([p.get("cpu_pct") for p in sampler.curve]),
