@@ -36,6 +36,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             progress=args.progress,
             partial_json=Path(args.json) if args.json else None,
             jobs=args.jobs,
+            rounds=args.rounds,
         )
         if args.jobs < 1:
             raise ReplayError(f"--jobs must be at least 1, not {args.jobs}")

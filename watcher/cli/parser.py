@@ -134,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="trajectories played at once (default 1: none wait for another's digests)",
     )
     rp.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="play the whole set this many times; per-round aggregates and the first policy's regret "
+        "ratio to each other one as median and range (default 1)",
+    )
+    rp.add_argument(
         "--canaries", metavar="FILE", help="plant these fact sentences (one per line) and check them"
     )
     rp.add_argument("--seed", type=int, default=0, help="where the canaries go (default 0)")

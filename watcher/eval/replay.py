@@ -33,7 +33,7 @@ import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,7 +44,7 @@ from watcher.eval.canaries import Canary, CanaryError, load_canaries, plant, sco
 from watcher.eval.harness import ReplayError, running_daemon
 from watcher.eval.progress import Progress
 from watcher.eval.regret import regret
-from watcher.eval.scorecard import EngineWork, Run, aggregate, percentile
+from watcher.eval.scorecard import EngineWork, Run, aggregate, percentile, spread
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
 from watcher.runtime.paths import default_model_path
 
@@ -71,6 +71,7 @@ class ReplaySettings:
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
     partial_json: Path | None = None  # rewritten after each trajectory with the results so far
     jobs: int = 1  # trajectories played at once (each plays its policies one after another)
+    rounds: int = 1  # the whole set this many times (round r > 1: names end in "#r"); ratios per round
 
     @property
     def policy(self) -> str:
@@ -253,8 +254,11 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
     for p in s.policies:
         if p not in POLICIES:
             raise ReplayError(f"unknown policy {p!r}: choose from {', '.join(POLICIES)}")
+    if not 1 <= s.rounds <= 20:
+        raise ReplayError(f"--rounds must be in 1..20, not {s.rounds}")
     count = token_counter(s.model)
-    played = _prepare(s, count)
+    once = _prepare(s, count)
+    played = once + [(replace(t, name=f"{t.name}#{r}"), c) for r in range(2, s.rounds + 1) for t, c in once]
     progress = Progress(sum(len(t.turns) for t, _ in played) * len(s.policies), enabled=s.progress)
     runs: dict[str, list[Run]] = {p: [] for p in s.policies}
     loop, me, stopped = asyncio.get_running_loop(), asyncio.current_task(), asyncio.Event()
@@ -305,10 +309,27 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
     return _result(s, played, runs)
 
 
+def _per_round(s: ReplaySettings, runs: dict[str, list[Run]]) -> dict[str, Any]:
+    """With --rounds: each round's aggregate per policy, and the first policy's regret over each
+    other policy's as median and range over the rounds (the headline ratio of a comparison)."""
+    n = len(next(iter(runs.values()))) // s.rounds if runs else 0
+    if s.rounds < 2 or not n:
+        return {}
+    rounds = [
+        {p: aggregate(rs[r * n : (r + 1) * n]) for p, rs in runs.items()}
+        for r in range(len(runs[s.policy]) // n)
+    ]
+    first, ratios = s.policies[0], {}
+    for other in s.policies[1:]:
+        pairs = [(a[first].get("regret"), a[other].get("regret")) for a in rounds]
+        ratios[f"regret {first} / {other}"] = spread([x / y for x, y in pairs if x is not None and y])
+    return {"rounds": rounds, "ratios": ratios}
+
+
 def _result(
     s: ReplaySettings, played: list[tuple[Trajectory, list[Canary]]], runs: dict[str, list[Run]]
 ) -> dict[str, Any]:
-    return {
+    return _per_round(s, runs) | {
         "policies": {
             p: {"aggregate": aggregate(rs), "trajectories": {r.name: r.metrics() for r in rs}}
             for p, rs in runs.items()
@@ -321,6 +342,7 @@ def _result(
             "policies": list(s.policies),
             "canaries": str(s.canaries) if s.canaries else None,
             "seed": s.seed,
+            "rounds": s.rounds,
             "trajectories": [t.name for t, _ in played],
         },
     }

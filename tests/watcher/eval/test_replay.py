@@ -225,3 +225,31 @@ def test_sigterm_stops_the_daemon_it_started(trajectories: Path) -> None:
     for pid in daemons:
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().split()[2] == "Z", f"daemon {pid} still running"
+
+
+def test_rounds_report_each_round_and_the_regret_ratio_as_median_and_range(
+    tmp_path: Path, trajectories: Path
+) -> None:
+    traj = str(trajectories / "mini-swe-agent" / "scikit-learn__scikit-learn-25102.traj.json")
+    proc = replay(
+        traj,
+        "--budget=16000",
+        "--turn-interval=0",
+        "--no-model",
+        "--policy=optimistic,recency",
+        "--rounds=3",
+        f"--json={tmp_path / 'r.json'}",
+        "--no-progress",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    name = "scikit-learn__scikit-learn-25102"
+    assert data["settings"]["trajectories"] == [name, f"{name}#2", f"{name}#3"]
+    assert len(data["rounds"]) == 3 and all(set(r) == {"optimistic", "recency"} for r in data["rounds"])
+    assert data["policies"]["optimistic"]["aggregate"]["turns"] == sum(
+        r["optimistic"]["turns"] for r in data["rounds"]
+    )
+    ratio = data["ratios"]["regret optimistic / recency"]
+    per_round = [r["optimistic"]["regret"] / r["recency"]["regret"] for r in data["rounds"]]
+    assert ratio["rounds"] == [round(x, 3) for x in per_round]
+    assert ratio["min"] <= ratio["median"] <= ratio["max"]

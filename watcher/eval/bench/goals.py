@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 import operator
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from watcher.eval.scorecard import spread
+
+__all__ = ["EXIT_MISSED", "EXIT_OK", "BenchError", "Goal", "emit", "exercised", "in_range", "judge", "spread"]
 
 EXIT_OK: Final = 0
 EXIT_MISSED: Final = 1
@@ -88,18 +91,6 @@ def judge(result: dict[str, Any], goals: Sequence[Goal]) -> dict[str, Any]:
     result["missed"] = [g.name for g in goals if not g.met] if goals else ["(no goal evaluated)"]
     result["goals_met"] = not result["missed"]
     return result
-
-
-def spread(values: Sequence[float], digits: int = 3) -> dict[str, Any]:
-    """Median and range of a figure measured in several rounds (and the rounds themselves)."""
-    if not values:
-        return {"median": None, "min": None, "max": None, "rounds": []}
-    return {
-        "median": round(statistics.median(values), digits),
-        "min": round(min(values), digits),
-        "max": round(max(values), digits),
-        "rounds": [round(v, digits) for v in values],
-    }
 
 
 def emit(result: dict[str, Any], json_path: str | Path | None, quiet: bool = False) -> int:

@@ -36,6 +36,7 @@ from typing import Any, Final
 
 import zmq.asyncio
 
+from ipc.client import LinkError
 from watcher.eval.bench.goals import BenchError, Goal, exercised, in_range, judge
 from watcher.eval.bench.loadagents import AgentTally, LoadAgent, plans
 from watcher.eval.bench.procstat import Sampler, ask_status
@@ -109,8 +110,8 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampling
                 final = await ask_status(ctx, daemon.endpoint, 10.0, agents=False) or {}
-            except ReplayError as exc:
-                raise BenchError(str(exc)) from exc
+            except (ReplayError, LinkError) as exc:
+                raise BenchError(f"{n} agents: {exc}") from exc
             finally:
                 await asyncio.gather(*(a.close() for a in agents))
                 ctx.destroy(0)
