@@ -35,7 +35,7 @@ def plot_knee(result: dict[str, Any], path: str | Path) -> Path:
             "stalled calls",
             [("stalled_calls", load, "#1f77b4"), ("stalled_calls_oversized_turn", big, "#aec7e8")],
         ),
-        ("stall p99 (ms, load)", [("stall_ms_p99", "p99", "#9467bd")]),
+        ("stall (ms, load)", [("stall_ms_p99", "p99", "#9467bd"), ("stall_ms_max", "max", "#c5b0d5")]),
         (
             "compaction queue wait (ms)",
             [("queue_wait_ms_p50", "p50", "#2ca02c"), ("queue_wait_ms_p99", "p99", "#98df8a")],
