@@ -34,11 +34,10 @@ Mapping (every section carries `meta["source"]` = format and `meta["event"]`):
 
 from __future__ import annotations
 
-import itertools
 import json
 import re
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,19 +77,6 @@ class Trajectory:
     @property
     def sections(self) -> list[Section]:
         return [s for turn in self.turns for s in turn]
-
-
-def looped_turns(prefix: str, traj: Trajectory) -> Iterator[list[Section]]:
-    """The trajectory's turns forever (turn 0, the prompt and task, once), with section ids and
-    groups unique to ``prefix`` and the loop: an agent that never runs out of turns."""
-    for loop in itertools.count():
-        for i, turn in enumerate(traj.turns):
-            if loop and i == 0:
-                continue
-            yield [
-                replace(s, id=f"{prefix}.{loop}.{s.id}", group=f"{loop}.{s.group}" if s.group else "")
-                for s in turn
-            ]
 
 
 def load(path: str | Path, count: Counter | None = None) -> list[Trajectory]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from watcher.eval.bench.goals import EXIT_MISSED, EXIT_OK, Goal, emit, exercised, judge, spread
 
+Compactd = Callable[..., subprocess.CompletedProcess[str]]  # the fixture of conftest.py
 MINI = Path(__file__).resolve().parents[4] / "shared" / "trajectories" / "mini-swe-agent"
 
 
@@ -50,29 +51,12 @@ def test_spread_is_median_and_range() -> None:
     assert spread([])["median"] is None
 
 
-def test_planner_bench_that_compacts_nothing_fails(tmp_path: Path) -> None:
+def test_planner_bench_that_compacts_nothing_fails(tmp_path: Path, compactd: Compactd) -> None:
     """A budget so large that nothing is ever compacted: the regret goal was not exercised, so the
     real command exits 1 and says which goal it missed."""
     out = tmp_path / "planner.json"
     traj = sorted(MINI.glob("*.traj.json"))[0]
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "watcher",
-            "bench",
-            "planner",
-            str(traj),
-            "--budget",
-            "5000000",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    run = compactd("bench", "planner", str(traj), "--budget", "5000000", "--json", str(out))
     assert run.returncode == 1, run.stderr[-2000:]
     r = json.loads(out.read_text())
     (name,) = r["missed"]
@@ -80,15 +64,19 @@ def test_planner_bench_that_compacts_nothing_fails(tmp_path: Path) -> None:
     assert f"goal missed: {name}" in run.stderr
 
 
-def test_store_sync_reports_ratios_as_median_and_range(tmp_path: Path) -> None:
+def test_store_sync_reports_ratios_as_median_and_range(tmp_path: Path, compactd: Compactd) -> None:
     out = tmp_path / "sync.json"
-    cmd = [sys.executable, "-m", "watcher", "bench", "store-sync", "--proposals", "30", "--rounds", "3"]
-    run = subprocess.run(
-        [*cmd, "--dir", str(tmp_path), "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    run = compactd(
+        "bench",
+        "store-sync",
+        "--proposals",
+        "30",
+        "--rounds",
+        "3",
+        "--dir",
+        str(tmp_path),
+        "--json",
+        str(out),
     )
     r = json.loads(out.read_text())
     assert run.returncode == (0 if r["goals_met"] else 1), run.stderr[-2000:]

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from watcher.cli.evaluate import parse_agents
 
+Compactd = Callable[..., subprocess.CompletedProcess[str]]  # the fixture of conftest.py
 MINI = Path(__file__).resolve().parents[4] / "shared" / "trajectories" / "mini-swe-agent"
 
 STEP_KEYS = (
@@ -32,28 +33,15 @@ STEP_KEYS = (
 )
 
 
-def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(tmp_path: Path) -> None:
+def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(
+    tmp_path: Path, compactd: Compactd
+) -> None:
     out, png = tmp_path / "load.json", tmp_path / "knee.png"
     trajs = [str(p) for p in sorted(MINI.glob("*.traj.json"))[:3]]
-    cmd = [
-        sys.executable,
-        "-m",
-        "watcher",
-        "bench",
-        "load",
-        "--trajectories",
-        *trajs,
-        "--agents",
-        "3",
-        "--max-agents",
-        "6",
-    ]
-    run = subprocess.run(
-        [*cmd, "--seconds", "8", "--budget", "8000", "--no-model", "--json", str(out), "--plot", str(png)],
-        capture_output=True,
-        text=True,
+    run = compactd(
+        *("bench", "load", "--trajectories", *trajs, "--agents", "3", "--max-agents", "6", "--seconds", "8"),
+        *("--budget", "8000", "--no-model", "--json", str(out), "--plot", str(png)),
         timeout=600,
-        check=False,
     )
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
     r = json.loads(out.read_text())
@@ -79,17 +67,25 @@ def test_agents_ladder_is_checked() -> None:
             parse_agents(bad)
 
 
-def test_synthetic_load_fails_when_quiet_agents_go_over_budget(tmp_path: Path) -> None:
+def test_synthetic_load_fails_when_quiet_agents_go_over_budget(tmp_path: Path, compactd: Compactd) -> None:
     """The old synthetic mode (--rate) judges its new goal: 0 appends over budget for the agents
     that pace themselves. A 2000-token budget at 5 appends/s cannot be kept: the command exits 1."""
     out = tmp_path / "load.json"
-    cmd = [sys.executable, "-m", "watcher", "bench", "load", "--agents", "6", "--rate", "5", "--seconds", "4"]
-    run = subprocess.run(
-        [*cmd, "--budget", "2000", "--no-model", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    run = compactd(
+        *(
+            "bench",
+            "load",
+            "--agents",
+            "6",
+            "--rate",
+            "5",
+            "--seconds",
+            "4",
+            "--budget",
+            "2000",
+            "--no-model",
+        ),
+        *("--json", str(out)),
     )
     assert run.returncode == 1, run.stderr[-2000:]
     r = json.loads(out.read_text())

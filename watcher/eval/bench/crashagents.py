@@ -15,7 +15,8 @@ from typing import Final
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
-from watcher.eval.trajectories import Trajectory, looped_turns
+from watcher.eval.bench.looped import looped_turns
+from watcher.eval.trajectories import Trajectory
 
 CHECKPOINT_EVERY: Final = 5  # turns
 

@@ -37,8 +37,9 @@ import zmq.asyncio
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from watcher.eval.bench.looped import looped_turns
 from watcher.eval.replay import wait_for_room
-from watcher.eval.trajectories import Trajectory, looped_turns
+from watcher.eval.trajectories import Trajectory
 
 START_FILL: Final = (0.5, 0.95)  # of the high watermark, drawn per agent
 LINK_TIMEOUT_S: Final = 30.0  # a large turn on a busy daemon: the append waits this long at most
