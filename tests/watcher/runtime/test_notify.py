@@ -5,16 +5,14 @@ MONOTONIC_USEC then READY on SIGHUP, STOPPING on SIGTERM)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.daemon import status_json
 from watcher.eval.harness import DaemonProcess, NotifySocket
 
 Systemd = NotifySocket  # what the daemon under test sees as systemd
@@ -32,18 +30,6 @@ def systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Systemd
         yield sd
     finally:
         sd.close()
-
-
-def status_json(endpoint: str) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-m", "watcher", "status", "--socket", endpoint, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    data: dict[str, object] = json.loads(out.stdout)["daemon"]
-    return data
 
 
 def monotonic_usec() -> int:
@@ -92,7 +78,7 @@ async def test_ready_only_after_the_model_is_loaded(
     try:
         await asyncio.to_thread(systemd.wait, "EXTEND_TIMEOUT_USEC", None, 60)
         await asyncio.to_thread(systemd.wait, "READY", "1", 120)
-        st = await asyncio.to_thread(status_json, daemon.endpoint)  # answered at once: it is up
+        st = (await asyncio.to_thread(status_json, daemon.endpoint))["daemon"]  # answered at once: it is up
         assert st["degraded"] is False  # and the model is in service
         log = daemon.log_path.read_text()
         assert model_path in log and '"event": "ready"' in log

@@ -5,7 +5,6 @@ shipped file, says why (STATUS daemon.weights, the weights_fallback log event) a
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.tokenizer import load_counter
 from summarizer.weights import converted_path
+from tests.fixtures.daemon import log_events
 from watcher.config.settings import ModelConfig
 from watcher.eval.harness import DaemonProcess
 
@@ -49,11 +49,6 @@ def start(tmp_path: Path, model_path: str, cache: Path, name: str, weights: str 
     cfg = work / "compactd.toml"
     cfg.write_text(CONFIG.format(path=model_path, weights=weights, cache=cache))
     return DaemonProcess(work, str(cfg), model=True)
-
-
-def log_events(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
-    lines = daemon.log_path.read_text(errors="replace").splitlines()
-    return [json.loads(x) for x in lines if f'"event": "{name}"' in x]
 
 
 def magic(path: str | Path) -> bytes:

@@ -12,12 +12,12 @@ from typing import Any
 
 import msgpack
 import pytest
-import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipc import AgentLink, LinkError, Section, SyncAgentLink, Transcript
-from ipc.protocol import T, decode, encode
+from ipc.protocol import T, encode
+from tests.fixtures.raw import Raw
 from watcher.eval.harness import DaemonProcess
 
 MAX_FRAME = 262_144
@@ -47,32 +47,6 @@ def proto_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonPro
         assert "internal_error" not in log, log[log.find("internal_error") - 2000 :][:4000]
     finally:
         assert proc.stop() == 0, proc.log_tail()
-
-
-class Raw:
-    """A bare DEALER speaking msgpack frames, for what AgentLink would never send."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.ctx: zmq.Context[Any] = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.connect(endpoint)
-
-    def send(self, msg: dict[str, Any] | bytes) -> None:
-        self.sock.send(msg if isinstance(msg, bytes) else encode(dict(msg)))
-
-    def recv(self, timeout_s: float = 5.0) -> dict[str, Any]:
-        if not self.sock.poll(int(timeout_s * 1000)):
-            raise TimeoutError("no frame from the daemon")
-        return decode(self.sock.recv(), 1 << 30)
-
-    def ask(self, msg: dict[str, Any] | bytes, timeout_s: float = 5.0) -> dict[str, Any]:
-        self.send(msg)
-        return self.recv(timeout_s)
-
-    def close(self) -> None:
-        self.sock.close(0)
-        self.ctx.term()
 
 
 @pytest.fixture

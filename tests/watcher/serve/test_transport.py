@@ -22,15 +22,10 @@ import zmq.auth
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import decode, encode
 from ipc.sections import Section
+from tests.fixtures.net import free_port
 from watcher.config.settings import ConfigError, DaemonConfig, load
 from watcher.eval.harness import DaemonProcess
 from watcher.serve.transport import TransportError, _make_dir, preflight, write_keypair
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
