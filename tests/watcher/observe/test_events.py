@@ -20,7 +20,7 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from tests.fixtures.broker import Broker
-from tests.fixtures.daemon import status
+from tests.fixtures.daemon import status, wait_until
 from tests.fixtures.net import free_port
 from watcher.config.settings import MqttConfig
 from watcher.eval.harness import DaemonProcess
@@ -65,13 +65,12 @@ class Subscriber:
         return [m for m in self.messages if pred(m)]
 
     async def wait(self, pred: Callable[[aiomqtt.Message], bool], within: float = 15) -> aiomqtt.Message:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if found := self.find(pred):
-                return found[-1]
-            await asyncio.sleep(0.05)
-        seen = [(str(m.topic), m.payload) for m in self.messages]
-        raise AssertionError(f"no matching message within {within} s; seen: {seen}")
+        try:
+            found = await wait_until(lambda: self.find(pred), within, "a matching message")
+        except AssertionError as exc:
+            seen = [(str(m.topic), m.payload) for m in self.messages]
+            raise AssertionError(f"{exc}; seen: {seen}") from None
+        return found[-1]
 
 
 def on(
@@ -252,10 +251,7 @@ async def test_a_hung_broker_never_blocks_the_publisher(broker: Broker) -> None:
     assert not pub.publish("proposal_sent", "a", {})  # not connected yet: dropped at once
     assert pub.dropped["disconnected"] == 1
     pub.start()
-    for _ in range(200):
-        if pub.connected:
-            break
-        await asyncio.sleep(0.05)
+    await wait_until(lambda: pub.connected, 10, "the publisher connects")
     assert pub.connected
     assert broker.proc is not None
     broker.proc.send_signal(signal.SIGSTOP)

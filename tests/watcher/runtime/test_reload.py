@@ -68,8 +68,8 @@ async def test_valid_change_is_applied_and_agents_stay(setup: tuple[DaemonProces
             await link.append(tool_output(i), wait=True)
             if (await link.status())["agents"][0]["tokens"] > 3000:
                 break
-        await asyncio.sleep(0.3)
-        assert link.proposals.empty()
+        with pytest.raises(TimeoutError):  # no proposal comes (waited for, with a deadline)
+            await asyncio.wait_for(link.proposals.get(), 0.3)
         assert (await link.status())["agents"][0]["tokens"] > 3000
 
         async with AgentLink(daemon.endpoint, agent="new-1", budget=4000) as other:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from ipc import AgentLink, LinkError, Section, SyncAgentLink, Transcript
 from ipc.protocol import T, encode
+from tests.fixtures.daemon import wait_until
 from tests.fixtures.raw import Raw
 from watcher.eval.harness import DaemonProcess
 
@@ -247,16 +248,10 @@ async def test_heartbeats_keep_an_idle_agent_and_the_silent_expire(
 async def test_an_expired_agent_attaches_again_by_itself(proto_daemon: DaemonProcess) -> None:
     async with AgentLink(proto_daemon.endpoint, agent="comeback", budget=4000, heartbeat=False) as link:
         await link.append(sec(1), sec(2), wait=True)
-        for _ in range(50):
-            if link.detached:
-                break
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: link.detached, 5, "the daemon expires the silent link")
         assert link.detached == "expired"
         await link.append(sec(3))  # not_attached → HELLO + SNAPSHOT, on its own
-        for _ in range(50):
-            if link.reattaches:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: link.reattaches, 2.5, "the link reattaches")
         assert link.reattaches == 1 and not link.detached
         mirror = (await link.status())["agents"][0]
         assert (mirror["sections"], mirror["version"]) == (3, link.context.version)
@@ -267,10 +262,7 @@ async def test_bye_on_shutdown(tmp_path: Path) -> None:
     try:
         async with AgentLink(proc.endpoint, agent="leaving", budget=4000) as link:
             assert await asyncio.to_thread(proc.stop) == 0
-            for _ in range(40):
-                if link.detached:
-                    break
-                await asyncio.sleep(0.05)
+            await wait_until(lambda: link.detached, 2, "the link hears BYE")
             assert link.detached == "shutdown"
     finally:
         proc.stop()

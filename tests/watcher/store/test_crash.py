@@ -20,6 +20,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
+from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 from watcher.store.crashpoints import ENV
 from watcher.store.store import DB_NAME
@@ -62,12 +63,13 @@ class Daemons:
         return self.proc
 
     async def died(self, limit_s: float = 20.0) -> bool:
-        assert self.proc is not None
-        for _ in range(int(limit_s / 0.05)):
-            if self.proc.proc.poll() is not None:
-                return self.proc.proc.returncode == -9  # SIGKILL
-            await asyncio.sleep(0.05)
-        return False
+        proc = self.proc
+        assert proc is not None
+        try:
+            await wait_until(lambda: proc.proc.poll() is not None, limit_s, "the daemon dies")
+        except AssertionError:
+            return False
+        return proc.proc.returncode == -9  # SIGKILL
 
     def stop(self) -> None:
         if self.proc is not None:
