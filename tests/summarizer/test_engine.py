@@ -80,6 +80,7 @@ async def test_fixed_prefix_is_reused_across_jobs(engine: LlamaEngine) -> None:
     assert stats["prefix_tokens_reused"] == stats["prefix_tokens_full"]
 
 
+@pytest.mark.slow
 async def test_same_prompt_same_bytes_cold_warm_and_in_another_engine(
     engine: LlamaEngine, model_path: str
 ) -> None:

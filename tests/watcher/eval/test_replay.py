@@ -80,6 +80,7 @@ def result(tmp_path_factory: pytest.TempPathFactory, trajectories: Path, model_p
     return data
 
 
+@pytest.mark.slow
 def test_every_policy_reports_every_key(result: dict[str, Any]) -> None:
     assert set(result["policies"]) == set(POLICIES)
     for policy, r in result["policies"].items():
@@ -132,6 +133,7 @@ def test_bad_arguments_fail_before_starting_a_daemon(tmp_path: Path, trajectorie
     assert jobs.returncode == 1 and "--jobs must be at least 1" in jobs.stderr
 
 
+@pytest.mark.slow
 def test_jobs_play_trajectories_at_once_and_report_them_in_order(tmp_path: Path, trajectories: Path) -> None:
     paths = [
         str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),

@@ -203,6 +203,7 @@ async def test_will_says_offline_when_the_daemon_dies(broker: Broker, workdir: P
             daemon.stop()
 
 
+@pytest.mark.slow
 async def test_broker_down_changes_nothing_and_drops_are_counted(tmp_path: Path, workdir: Path) -> None:
     broker = Broker(tmp_path, free_port())  # not started yet
     daemon = DaemonProcess(

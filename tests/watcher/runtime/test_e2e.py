@@ -36,6 +36,7 @@ async def q8_daemon(tmp_path: Path, model_path: str) -> AsyncIterator[DaemonProc
         yield proc
 
 
+@pytest.mark.slow
 async def test_trajectory_compacts_with_the_model(
     q8_daemon: DaemonProcess, trajectories: Path, model_path: str
 ) -> None:

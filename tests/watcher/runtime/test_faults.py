@@ -9,6 +9,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
@@ -48,6 +50,7 @@ async def daemon_state(link: AgentLink) -> dict[str, Any]:
     return state
 
 
+@pytest.mark.slow
 async def test_inference_timeout_degrades_then_recovers_on_reload(tmp_path: Path, model_path: str) -> None:
     cfg = tmp_path / "compactd.toml"
     cfg.write_text(MODEL.format(path=model_path, timeout=0.001))

@@ -133,6 +133,7 @@ async def test_restart_required_keys_are_reported_and_kept(setup: tuple[DaemonPr
     assert st["daemon"]["metrics"] is None  # no exporter was started by a reload
 
 
+@pytest.mark.slow
 async def test_model_is_swapped_on_reload(tmp_path: Path, model_path: str) -> None:
     copy = tmp_path / "copy.gguf"
     shutil.copyfile(model_path, copy)

@@ -73,6 +73,7 @@ async def compact_once(link: AgentLink, count: Callable[[str], int]) -> Proposal
     return p
 
 
+@pytest.mark.slow
 async def test_weights_are_reencoded_once_then_reused(
     tmp_path: Path, model_path: str, count: Callable[[str], int]
 ) -> None:
@@ -113,6 +114,7 @@ async def test_weights_are_reencoded_once_then_reused(
     assert (after.st_ino, after.st_mtime_ns, after.st_size) == same  # reused, not rewritten
 
 
+@pytest.mark.slow
 async def test_unwritable_cache_falls_back_to_the_shipped_file(
     tmp_path: Path, model_path: str, count: Callable[[str], int]
 ) -> None:
@@ -136,6 +138,7 @@ async def test_unwritable_cache_falls_back_to_the_shipped_file(
         assert daemon.stop() == 0
 
 
+@pytest.mark.slow
 async def test_damaged_cached_file_falls_back_and_is_replaced_next_start(
     tmp_path: Path, model_path: str, count: Callable[[str], int]
 ) -> None:

@@ -138,6 +138,7 @@ async def test_restore_reports_a_token_mismatch(nomodel: DaemonProcess) -> None:
         assert report["actual_tokens"] == approx_tokens(text) and report["token_mismatch"]
 
 
+@pytest.mark.slow
 async def test_checkpoints_survive_a_sigkill_and_the_agent_resyncs_alone(
     nomodel: DaemonProcess, tmp_path: Path
 ) -> None:

@@ -10,6 +10,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer, approx_tokens
@@ -74,6 +76,7 @@ async def test_a_dead_worker_falls_back_then_restarts() -> None:
         pool.close()
 
 
+@pytest.mark.slow
 async def test_worker_dies_with_a_killed_daemon(tmp_path: Path) -> None:
     daemon = DaemonProcess(tmp_path, None, model=False)
     await daemon.wait_ready(30)

@@ -7,6 +7,8 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+import pytest
+
 from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
@@ -101,6 +103,7 @@ async def test_a_failing_job_does_not_stop_the_others() -> None:
     await sched.close()
 
 
+@pytest.mark.slow
 async def test_every_agent_gets_proposals_while_one_floods(tmp_path: Path) -> None:
     """A real daemon (no model): a chatty agent streams deltas as fast as it can while quiet agents
     cross their watermark; each quiet agent still gets its proposal and the queue stays small."""

@@ -209,6 +209,7 @@ async def test_kill_while_summarizing_leaves_no_orphans(daemons: Daemons, tmp_pa
         assert all(states(tmp_path)[p] == "acked" for p in applied)
 
 
+@pytest.mark.slow
 def test_crash_benchmark_cli(tmp_path: Path) -> None:
     out = tmp_path / "crash.json"
     run = subprocess.run(
