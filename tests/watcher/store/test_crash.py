@@ -117,13 +117,13 @@ async def drain(link: AgentLink, applied: dict[str, list[Section]], wait_s: floa
 
 
 async def resynced(link: AgentLink, before: int) -> None:
-    for _ in range(200):
-        if link.reattaches > before:
-            st = (await link.status())["agents"][0]
-            if st["synced"] and st["version"] == link.context.version:
-                return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the agent did not reattach and resync on its own")
+    async def check() -> bool:
+        if link.reattaches <= before:
+            return False
+        st = (await link.status())["agents"][0]
+        return bool(st["synced"] and st["version"] == link.context.version)
+
+    await wait_until(check, 10, "the agent reattaches and resyncs on its own")
 
 
 async def intact(link: AgentLink, applied: dict[str, list[Section]], proposals: dict[str, Proposal]) -> None:
