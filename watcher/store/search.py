@@ -1,0 +1,93 @@
+"""Archive search: the archived sections of one agent whose text contains a string (ASCII
+case-insensitive, as SQLite's ``lower``), newest first.
+
+A query of 3 or more characters goes through the FTS5 index ``originals_fts`` (watcher.store.schema,
+trigram tokenizer, no positions): the rows holding every trigram of the query are candidates, read
+newest first, and each is checked on its text (``instr(lower(text), query)``), so the hits are
+exactly those of a scan. A query of 1 or 2 characters has no trigram: it is a scan of the agent's
+newest :data:`SHORT_QUERY_ENTRIES` archive entries (such a string is in nearly every section, so
+the page fills from the newest ones; older entries are not searched). A read-only view of a file
+not yet migrated to v2 (no index) scans everything, as before the index.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from watcher.store.database import Database
+from watcher.store.records import Hit
+from watcher.store.schema import FTS_POS
+
+SHORT_QUERY_ENTRIES: Final = 2000
+MAX_TRIGRAMS: Final = 32  # of a long query: enough to be selective (every candidate is checked anyway)
+
+_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_COLUMNS: Final = "a.ref, o.session, o.pos, o.section_id, o.kind, a.created, o.text"
+
+
+def ascii_lower(s: str) -> str:
+    return s.translate(_LOWER)
+
+
+def match_expression(needle: str) -> str:
+    """The FTS5 query for rows holding every trigram of ``needle`` ("" if it has none)."""
+    grams = list(dict.fromkeys(needle[i : i + 3] for i in range(len(needle) - 2)))
+    grams = [g for g in grams if "\x00" not in g]  # FTS5 reads its query as a C string
+    if len(grams) > MAX_TRIGRAMS:
+        step = len(grams) / MAX_TRIGRAMS
+        grams = [grams[int(i * step)] for i in range(MAX_TRIGRAMS)] + [grams[-1]]
+    return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
+
+
+def search(
+    db: Database,
+    agent: str,
+    query: str,
+    *,
+    session: str | None = None,
+    offset: int = 0,
+    limit: int = 50,
+    context_chars: int = 80,
+) -> tuple[list[Hit], bool]:
+    """Archived sections of ``agent`` whose text contains ``query`` (ASCII case-insensitive),
+    newest first; returns (hits, more)."""
+    needle = ascii_lower(query)
+    match = match_expression(needle) if db.has_fts else ""
+    args: list[Any]
+    if match:
+        sql = (
+            f"SELECT {_COLUMNS} FROM originals_fts "
+            f"JOIN originals o ON o.seq = originals_fts.rowid / {FTS_POS} "
+            f"AND o.pos = {FTS_POS - 1} - originals_fts.rowid % {FTS_POS} "
+            "JOIN archive a ON a.seq = o.seq "
+            "WHERE originals_fts MATCH ? AND o.agent = ? AND instr(lower(o.text), ?) > 0"
+        )
+        args = [match, agent, needle]
+        order = " ORDER BY originals_fts.rowid DESC LIMIT ? OFFSET ?"
+    else:
+        sql = (
+            f"SELECT {_COLUMNS} FROM originals o JOIN archive a ON a.seq = o.seq "
+            "WHERE o.agent = ? AND o.seq >= ? AND instr(lower(o.text), ?) > 0"
+        )
+        args = [agent, _window(db, agent) if db.has_fts else 0, needle]
+        order = " ORDER BY o.seq DESC, o.pos LIMIT ? OFFSET ?"
+    if session is not None:
+        sql += " AND o.session = ?"
+        args.append(session)
+    args += [limit + 1, offset]
+    hits = []
+    for ref, sess, pos, sid, kind, created, text in db.conn.execute(sql + order, args):
+        at = ascii_lower(text).find(needle)
+        lo, hi = max(0, at - context_chars), min(len(text), at + len(query) + context_chars)
+        snippet = ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+        hits.append(Hit(ref, sess, pos, sid, kind, created, snippet))
+    return hits[:limit], len(hits) > limit
+
+
+def _window(db: Database, agent: str) -> int:
+    """The smallest archive seq among the agent's newest SHORT_QUERY_ENTRIES entries."""
+    row = db.conn.execute(
+        "SELECT seq FROM archive WHERE agent = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+        (agent, SHORT_QUERY_ENTRIES - 1),
+    ).fetchone()
+    return int(row[0]) if row else 0
