@@ -143,23 +143,24 @@ CREATE TABLE ids (
 INSERT INTO ids(one, last) VALUES (1, 0);
 
 -- contentless (the text stays in originals only), trigram (substrings of >= 3 characters),
--- detail=none (no positions: a query is the AND of its trigrams, every hit is checked on the text)
+-- detail=none (no positions: a query is the AND of its trigrams, every hit is checked on the text);
+-- what it indexes is compactd_fts_text(text): the tokenizer stops at a NUL, so NULs become spaces
 CREATE VIRTUAL TABLE originals_fts USING fts5(
     text, content = '', tokenize = 'trigram', detail = 'none', columnsize = 0
 );
 CREATE TRIGGER originals_fts_insert AFTER INSERT ON originals BEGIN
-    INSERT INTO originals_fts(rowid, text) VALUES ({fts_rowid("new.")}, new.text);
+    INSERT INTO originals_fts(rowid, text) VALUES ({fts_rowid("new.")}, compactd_fts_text(new.text));
 END;
 CREATE TRIGGER originals_fts_delete AFTER DELETE ON originals BEGIN
     INSERT INTO originals_fts(originals_fts, rowid, text)
-    VALUES ('delete', {fts_rowid("old.")}, old.text);
+    VALUES ('delete', {fts_rowid("old.")}, compactd_fts_text(old.text));
 END;
 CREATE TRIGGER originals_fts_update AFTER UPDATE OF text ON originals BEGIN
     INSERT INTO originals_fts(originals_fts, rowid, text)
-    VALUES ('delete', {fts_rowid("old.")}, old.text);
-    INSERT INTO originals_fts(rowid, text) VALUES ({fts_rowid("new.")}, new.text);
+    VALUES ('delete', {fts_rowid("old.")}, compactd_fts_text(old.text));
+    INSERT INTO originals_fts(rowid, text) VALUES ({fts_rowid("new.")}, compactd_fts_text(new.text));
 END;
-INSERT INTO originals_fts(rowid, text) SELECT {fts_rowid()}, text FROM originals;
+INSERT INTO originals_fts(rowid, text) SELECT {fts_rowid()}, compactd_fts_text(text) FROM originals;
 """
 
 _ID_NUMBER: Final = re.compile(r"(\d+)$")
@@ -197,8 +198,18 @@ MIGRATIONS: Final[tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], .
 )
 
 
+def fts_text(text: str) -> str:
+    """What the index holds of a text: FTS5's trigram tokenizer stops at a NUL character, so each
+    becomes a space (a query's trigrams with a NUL are not looked up; hits are checked on the text)."""
+    return text.replace("\x00", " ") if "\x00" in text else text
+
+
 def migrate(db: sqlite3.Connection, where: str) -> int:
-    """Bring the schema to SCHEMA_VERSION; returns the version found. StoreError if it is newer."""
+    """Bring the schema to SCHEMA_VERSION; returns the version found. StoreError if it is newer.
+
+    Every connection that writes the store comes here first: it also registers the SQL function
+    the v2 triggers call (``compactd_fts_text``)."""
+    db.create_function("compactd_fts_text", 1, fts_text, deterministic=True)
     found = int(db.execute("PRAGMA user_version").fetchone()[0])
     if found > SCHEMA_VERSION:
         raise StoreError(
