@@ -116,9 +116,14 @@ class Archive:
     ) -> tuple[list[Hit], bool]:
         """Archived sections of ``agent`` whose text contains ``query`` (ASCII case-insensitive),
         newest first; returns (hits, more). How: watcher.store.search."""
-        return searching.search(
-            self._db, agent, query, session=session, offset=offset, limit=limit, context_chars=context_chars
-        )
+        needle = searching.ascii_lower(query)
+        sql, args = searching.statement(self._db, agent, needle, session)
+        rows = self._db.conn.execute(sql + " LIMIT ? OFFSET ?", [*args, limit + 1, offset])
+        hits = [
+            Hit(ref, sess, pos, sid, kind, at, searching.snippet(text, needle, len(query), context_chars))
+            for ref, sess, pos, sid, kind, at, text in rows
+        ]
+        return hits[:limit], len(hits) > limit
 
     def drop_unproposed(self, agent: str, ref: str) -> bool:
         """Delete archive entry ``ref`` if no proposal refers to it; True if deleted."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from watcher.store.database import Database
-from watcher.store.records import Hit
 from watcher.store.schema import FTS_POS
 
 SHORT_QUERY_ENTRIES: Final = 2000
@@ -39,19 +38,9 @@ def match_expression(needle: str) -> str:
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
-def search(
-    db: Database,
-    agent: str,
-    query: str,
-    *,
-    session: str | None = None,
-    offset: int = 0,
-    limit: int = 50,
-    context_chars: int = 80,
-) -> tuple[list[Hit], bool]:
-    """Archived sections of ``agent`` whose text contains ``query`` (ASCII case-insensitive),
-    newest first; returns (hits, more)."""
-    needle = ascii_lower(query)
+def statement(db: Database, agent: str, needle: str, session: str | None) -> tuple[str, list[Any]]:
+    """The SELECT of ``agent``'s sections containing ``needle`` (ASCII-lowercased), newest first,
+    without its LIMIT and OFFSET; its rows are ``(ref, session, pos, section_id, kind, created, text)``."""
     match = match_expression(needle) if db.has_fts else ""
     args: list[Any]
     if match:
@@ -63,25 +52,25 @@ def search(
             "WHERE originals_fts MATCH ? AND o.agent = ? AND instr(lower(o.text), ?) > 0"
         )
         args = [match, agent, needle]
-        order = " ORDER BY originals_fts.rowid DESC LIMIT ? OFFSET ?"
+        order = " ORDER BY originals_fts.rowid DESC"
     else:
         sql = (
             f"SELECT {_COLUMNS} FROM originals o JOIN archive a ON a.seq = o.seq "
             "WHERE o.agent = ? AND o.seq >= ? AND instr(lower(o.text), ?) > 0"
         )
         args = [agent, _window(db, agent) if db.has_fts else 0, needle]
-        order = " ORDER BY o.seq DESC, o.pos LIMIT ? OFFSET ?"
+        order = " ORDER BY o.seq DESC, o.pos"
     if session is not None:
         sql += " AND o.session = ?"
         args.append(session)
-    args += [limit + 1, offset]
-    hits = []
-    for ref, sess, pos, sid, kind, created, text in db.conn.execute(sql + order, args):
-        at = ascii_lower(text).find(needle)
-        lo, hi = max(0, at - context_chars), min(len(text), at + len(query) + context_chars)
-        snippet = ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
-        hits.append(Hit(ref, sess, pos, sid, kind, created, snippet))
-    return hits[:limit], len(hits) > limit
+    return sql + order, args
+
+
+def snippet(text: str, needle: str, width: int, context_chars: int) -> str:
+    """``context_chars`` either side of the first ``needle`` (``width`` characters) in ``text``."""
+    at = ascii_lower(text).find(needle)
+    lo, hi = max(0, at - context_chars), min(len(text), at + width + context_chars)
+    return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
 
 
 def _window(db: Database, agent: str) -> int:
