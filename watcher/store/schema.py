@@ -8,7 +8,9 @@ is refused rather than misread.
 * v2 — ``ids``: the counter archive refs, proposal ids and digest ids are numbered from (seeded
   past every number already stored); ``originals_fts``: an FTS5 index of the archived texts for
   search (see :mod:`watcher.store.search`), built from the rows already there and kept in step
-  by triggers on ``originals`` (inserts, evictions, cascading deletes).
+  by triggers on ``originals`` (inserts, evictions, cascading deletes). The triggers call an SQL
+  function compactd registers on its connections (``compactd_fts_text``): another program may
+  read the file, but must not write ``originals``.
 """
 
 from __future__ import annotations

@@ -6,8 +6,13 @@ trigram tokenizer, no positions): the rows holding every trigram of the query ar
 newest first, and each is checked on its text (``instr(lower(text), query)``), so the hits are
 exactly those of a scan. A query of 1 or 2 characters has no trigram: it is a scan of the agent's
 newest :data:`SHORT_QUERY_ENTRIES` archive entries (such a string is in nearly every section, so
-the page fills from the newest ones; older entries are not searched). A read-only view of a file
-not yet migrated to v2 (no index) scans everything, as before the index.
+the page fills from the newest ones; older entries are not searched); so is a longer one whose every
+trigram holds a NUL character (the index holds NULs as spaces). A read-only view of a file not yet
+migrated to v2 (no index) scans everything, as before the index.
+
+Cost: without positions the index stays small (~70 % of the text's size; with them, ~3x), but a
+query made of common trigrams (two frequent words) has most sections as candidates and costs
+about what the scan did; a query with one rare part is answered from the index alone.
 """
 
 from __future__ import annotations
@@ -53,12 +58,19 @@ def statement(db: Database, agent: str, needle: str, session: str | None) -> tup
         )
         args = [match, agent, needle]
         order = " ORDER BY originals_fts.rowid DESC"
-    else:
+    elif db.has_fts:  # 1-2 characters: the newest entries, a range of the primary key (+: not by agent)
         sql = (
             f"SELECT {_COLUMNS} FROM originals o JOIN archive a ON a.seq = o.seq "
-            "WHERE o.agent = ? AND o.seq >= ? AND instr(lower(o.text), ?) > 0"
+            "WHERE o.seq >= ? AND +o.agent = ? AND instr(lower(o.text), ?) > 0"
         )
-        args = [agent, _window(db, agent) if db.has_fts else 0, needle]
+        args = [_window(db, agent), agent, needle]
+        order = " ORDER BY o.seq DESC, o.pos"
+    else:  # no index (a file not yet migrated): the scan of schema v1
+        sql = (
+            f"SELECT {_COLUMNS} FROM originals o JOIN archive a ON a.seq = o.seq "
+            "WHERE o.agent = ? AND instr(lower(o.text), ?) > 0"
+        )
+        args = [agent, needle]
         order = " ORDER BY o.seq DESC, o.pos"
     if session is not None:
         sql += " AND o.session = ?"
