@@ -4,16 +4,15 @@ exercised is missed, a missed goal is named on stderr and makes the command exit
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.cli import compactd
+from tests.fixtures.trajectories import require
 from watcher.eval.bench.goals import EXIT_MISSED, EXIT_OK, Goal, emit, exercised, judge, spread
 
-Compactd = Callable[..., subprocess.CompletedProcess[str]]  # the fixture of conftest.py
-MINI = Path(__file__).resolve().parents[4] / "shared" / "trajectories" / "mini-swe-agent"
+MINI = require() / "mini-swe-agent"
 
 
 def test_a_goal_not_exercised_is_missed() -> None:
@@ -51,7 +50,7 @@ def test_spread_is_median_and_range() -> None:
     assert spread([])["median"] is None
 
 
-def test_planner_bench_that_compacts_nothing_fails(tmp_path: Path, compactd: Compactd) -> None:
+def test_planner_bench_that_compacts_nothing_fails(tmp_path: Path) -> None:
     """A budget so large that nothing is ever compacted: the regret goal was not exercised, so the
     real command exits 1 and says which goal it missed."""
     out = tmp_path / "planner.json"
@@ -64,7 +63,7 @@ def test_planner_bench_that_compacts_nothing_fails(tmp_path: Path, compactd: Com
     assert f"goal missed: {name}" in run.stderr
 
 
-def test_store_sync_reports_ratios_as_median_and_range(tmp_path: Path, compactd: Compactd) -> None:
+def test_store_sync_reports_ratios_as_median_and_range(tmp_path: Path) -> None:
     out = tmp_path / "sync.json"
     run = compactd(
         "bench",
@@ -86,3 +85,26 @@ def test_store_sync_reports_ratios_as_median_and_range(tmp_path: Path, compactd:
         "normal loop p50 / plain NORMAL loop p50",
         "full until_sent p50 / normal until_sent p50",
     }
+
+
+def test_store_search_on_a_small_archive_leaves_its_speed_goals_not_exercised(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "search.json"
+    run = compactd(
+        "bench",
+        "store-search",
+        "--entries",
+        "200",
+        "--rounds",
+        "1",
+        "--dir",
+        str(tmp_path),
+        "--json",
+        str(out),
+    )
+    assert run.returncode == 1, run.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert sorted(r["missed"]) == ["absent: speedup", "rare: speedup"]
+    assert all(r["goals"][m]["why"] == "not exercised" for m in r["missed"])
+    assert all(g["met"] for name, g in r["goals"].items() if "same hits" in name)

@@ -5,16 +5,15 @@ and the knee goal (>= 200 agents), impossible with 3 agents, makes the command e
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.fixtures.cli import compactd
+from tests.fixtures.trajectories import require
 from watcher.cli.evaluate import parse_agents
 
-Compactd = Callable[..., subprocess.CompletedProcess[str]]  # the fixture of conftest.py
-MINI = Path(__file__).resolve().parents[4] / "shared" / "trajectories" / "mini-swe-agent"
+MINI = require() / "mini-swe-agent"
 
 STEP_KEYS = (
     "agents",
@@ -33,8 +32,9 @@ STEP_KEYS = (
 )
 
 
+@pytest.mark.slow
 def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(
-    tmp_path: Path, compactd: Compactd
+    tmp_path: Path,
 ) -> None:
     out, png = tmp_path / "load.json", tmp_path / "knee.png"
     trajs = [str(p) for p in sorted(MINI.glob("*.traj.json"))[:3]]
@@ -67,7 +67,7 @@ def test_agents_ladder_is_checked() -> None:
             parse_agents(bad)
 
 
-def test_synthetic_load_fails_when_quiet_agents_go_over_budget(tmp_path: Path, compactd: Compactd) -> None:
+def test_synthetic_load_fails_when_quiet_agents_go_over_budget(tmp_path: Path) -> None:
     """The old synthetic mode (--rate) judges its new goal: 0 appends over budget for the agents
     that pace themselves. A 2000-token budget at 5 appends/s cannot be kept: the command exits 1."""
     out = tmp_path / "load.json"

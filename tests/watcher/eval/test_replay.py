@@ -233,6 +233,7 @@ def test_sigterm_stops_the_daemon_it_started(trajectories: Path) -> None:
         assert not stat.exists() or stat.read_text().split()[2] == "Z", f"daemon {pid} still running"
 
 
+@pytest.mark.slow
 def test_rounds_report_each_round_and_the_regret_ratio_as_median_and_range(
     tmp_path: Path, trajectories: Path
 ) -> None:
