@@ -1,0 +1,112 @@
+"""Deterministic compressors for tool output, one per content kind.
+
+Each compressor keeps what an agent needs from an old tool output (failures and summaries of a test
+run, errors of a log, the changed lines of a diff, the outline of a file...) and replaces everything
+else with an omission marker naming the archive reference, so the original can be recalled. All of
+them are pure functions of their input: the same text always gives the same bytes, and every loop is
+bounded so a 900k-character observation is handled in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from summarizer.compress.diff import compress_diff
+from summarizer.compress.grep import compress_grep
+from summarizer.compress.jsondoc import compress_json
+from summarizer.compress.logs import compress_log
+from summarizer.compress.out import Compressed, omission
+from summarizer.compress.outline import compress_file, compress_listing
+from summarizer.compress.testrun import compress_test
+from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
+
+__all__ = ["SMALL_INPUT", "Compressed", "compress", "head_tail", "omission"]
+
+
+SMALL_INPUT = 1200  # texts this short are returned unchanged: a digest line would not be much shorter
+_MAX_LINES = 40_000  # longer bodies lose their middle lines before compression (bounds the work)
+
+
+_Compressor = Callable[[str, str], tuple[str, str, int]]
+_COMPRESSORS: dict[ContentKind, _Compressor] = {
+    "test": compress_test,
+    "log": compress_log,
+    "json": compress_json,
+    "grep": compress_grep,
+    "diff": compress_diff,
+    "file": compress_file,
+    "listing": compress_listing,
+}
+
+
+def _snap_head(head: str) -> str:
+    cut = head.rfind("\n")
+    return head[:cut] if cut >= len(head) // 2 else head
+
+
+def _snap_tail(tail: str) -> str:
+    cut = tail.find("\n")
+    return tail[cut + 1 :] if 0 <= cut < len(tail) // 2 else tail
+
+
+def _head_tail(text: str, max_chars: int, ref: str) -> tuple[str, int]:
+    if len(text) <= max_chars:
+        return text, 0
+    budget = max_chars - len(omission(len(text), ref)) - 2  # two newlines around the marker
+    if budget <= 0:
+        return omission(len(text), ref), len(text)
+    head_n = budget // 2
+    head = _snap_head(text[:head_n])
+    tail = _snap_tail(text[len(text) - (budget - head_n) :]) if budget > head_n else ""
+    n = len(text) - len(head) - len(tail)
+    return f"{head}\n{omission(n, ref)}\n{tail}", n
+
+
+def head_tail(text: str, max_chars: int, ref: str) -> str:
+    """`text` if it fits in `max_chars`, else its head and tail around an omission marker.
+
+    Cuts fall on line boundaries when that keeps at least half of each part. The result is at most
+    `max_chars` long, unless `max_chars` is smaller than the marker itself, in which case the result
+    is just the marker.
+    """
+    return _head_tail(text, max_chars, ref)[0]
+
+
+def _bound_lines(body: str, ref: str) -> tuple[str, int]:
+    """Bound the per-line work: a body of more than _MAX_LINES lines loses its middle lines."""
+    if body.count("\n") < _MAX_LINES:
+        return body, 0
+    lines = body.split("\n")
+    half = _MAX_LINES // 2
+    cut = sum(len(ln) + 1 for ln in lines[half:-half])
+    return "\n".join([*lines[:half], omission(cut, ref), *lines[-half:]]), cut
+
+
+def _wrap(env: Envelope, header: str, body: str) -> str:
+    note = f"; {env.note}" if env.note else ""
+    joint = "\n" if env.suffix and not env.suffix.startswith("\n") else ""
+    return f"[{header}{note}]\n{env.prefix}{body}{joint}{env.suffix}"
+
+
+def compress(
+    text: str, *, ref: str, max_chars: int | None = None, kind: ContentKind | None = None
+) -> Compressed:
+    """Compress a tool output with the compressor for its kind (detected unless given).
+
+    Prose and texts of at most SMALL_INPUT characters are kept as they are (unless `max_chars` forces a
+    cut); a compression that would not shrink the text is discarded. If `max_chars` is given and the
+    result is still longer, it is cut to `max_chars` with `head_tail`.
+    """
+    env = split_envelope(text)
+    chosen: ContentKind = kind or env.hint or detect_body(env.body)
+    out, dropped = text, 0
+    if chosen != "prose" and len(text) > SMALL_INPUT:
+        body, cut = _bound_lines(env.body, ref)
+        header, body, n = _COMPRESSORS[chosen](body, ref)
+        candidate = _wrap(env, header, body)
+        if len(candidate) < len(text):
+            out, dropped = candidate, n + cut + env.dropped
+    if max_chars is not None:
+        out, n = _head_tail(out, max_chars, ref)
+        dropped += n
+    return Compressed(out, chosen, min(dropped, len(text)))
