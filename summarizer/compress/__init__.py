@@ -11,26 +11,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from summarizer.compress.clean import clean_text
 from summarizer.compress.diff import compress_diff
 from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
-from summarizer.compress.logs import compress_log
+from summarizer.compress.logs import compress_log, compress_test
 from summarizer.compress.out import Compressed, omission
 from summarizer.compress.outline import compress_file, compress_listing
-from summarizer.compress.testrun import compress_test
+from summarizer.compress.select import Budget
 from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
 
 __all__ = ["SMALL_INPUT", "Compressed", "compress", "head_tail", "omission"]
 
 
 SMALL_INPUT = 1200  # texts this short are returned unchanged: a digest line would not be much shorter
-_MAX_LINES = 40_000  # longer bodies lose their middle lines before compression (bounds the work)
+_MAX_LINES = 200_000  # longer bodies lose their middle lines before compression (bounds the work)
+_WRAP_ROOM = 160  # the header line a compressor adds, at most (for fitting `max_chars`)
 
 
 _Compressor = Callable[[str, str], tuple[str, str, int]]
-_COMPRESSORS: dict[ContentKind, _Compressor] = {
+_BUDGETED: dict[ContentKind, Callable[[str, str, Budget | None], tuple[str, str, int]]] = {
     "test": compress_test,
     "log": compress_log,
+}
+_COMPRESSORS: dict[ContentKind, _Compressor] = {
     "json": compress_json,
     "grep": compress_grep,
     "diff": compress_diff,
@@ -94,15 +98,21 @@ def compress(
     """Compress a tool output with the compressor for its kind (detected unless given).
 
     Prose and texts of at most SMALL_INPUT characters are kept as they are (unless `max_chars` forces a
-    cut); a compression that would not shrink the text is discarded. If `max_chars` is given and the
-    result is still longer, it is cut to `max_chars` with `head_tail`.
+    cut); a compression that would not shrink the text is discarded. Logs and test runs are compressed
+    to fit `max_chars` by dropping whole lines of lower priority; any other result still longer than
+    `max_chars` is cut to it with `head_tail`.
     """
     env = split_envelope(text)
-    chosen: ContentKind = kind or env.hint or detect_body(env.body)
+    chosen: ContentKind = kind or env.hint or detect_body(clean_text(env.body))
     out, dropped = text, 0
     if chosen != "prose" and len(text) > SMALL_INPUT:
         body, cut = _bound_lines(env.body, ref)
-        header, body, n = _COMPRESSORS[chosen](body, ref)
+        if chosen in _BUDGETED:
+            room = None if max_chars is None else max_chars - len(env.prefix) - len(env.suffix) - _WRAP_ROOM
+            limits = None if room is None else Budget.at_most(max(0, room))
+            header, body, n = _BUDGETED[chosen](body, ref, limits)
+        else:
+            header, body, n = _COMPRESSORS[chosen](body, ref)
         candidate = _wrap(env, header, body)
         if len(candidate) < len(text):
             out, dropped = candidate, n + cut + env.dropped

@@ -37,6 +37,11 @@ class Out:
         self._flush()
         self.lines.append(self._clip(line))
 
+    def keep_whole(self, line: str) -> None:
+        """A kept line, never clipped (logs: a signal may sit anywhere in the line)."""
+        self._flush()
+        self.lines.append(line)
+
     def note(self, line: str) -> None:
         """A synthetic line (a summary we wrote, not input text)."""
         self._flush()

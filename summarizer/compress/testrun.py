@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from summarizer.compress.out import Out, cap_mask, render_mask
-
 _TEST_SUMMARY = re.compile(
     r"=+ [^\n]*\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b[^\n]*=+"
     r"|(?:\d+ (?:passed|failed|errors?|skipped|warnings?|xfailed|xpassed|deselected),? )+in [\d.]+s\S*"
@@ -68,9 +66,9 @@ def _mark_tracebacks(lines: list[str], keep: list[bool]) -> None:
         i = j
 
 
-def _mark_pytest_blocks(lines: list[str], keep: list[bool]) -> None:
+def _mark_pytest_blocks(lines: list[str], keep: list[bool], underscored: list[int]) -> None:
     """In each pytest failure block: the failing source line, the E lines and the last locations."""
-    starts = [i for i, ln in enumerate(lines) if _PYTEST_HEADER.match(ln)]
+    starts = [i for i in underscored if _PYTEST_HEADER.match(lines[i])]
     for b, start in enumerate(starts):
         end = starts[b + 1] if b + 1 < len(starts) else len(lines)
         e_lines: list[int] = []
@@ -121,17 +119,33 @@ def _test_line_kept(line: str) -> bool:
     return bool(_TEST_SUMMARY.fullmatch(s) or (("F" in s or "E" in s) and _PROGRESS.fullmatch(s)))
 
 
-def compress_test(body: str, ref: str) -> tuple[str, str, int]:
-    lines = body.split("\n")
+_GATE_WORDS = (  # a line without any of these (and no error hint) cannot be a test runner's line
+    "passed", "Ran ", "OK", "Tests run", "BUILD", "XPASS", "collect", "Found ", "Interrupt", "commands",
+    "congratulations", "tests finished", "..", "%]",
+)  # fmt: skip
+
+
+def _gated(lines: list[str], hinted: list[bool]) -> list[int]:
+    return [
+        i
+        for i, ln in enumerate(lines)
+        if hinted[i] or ln[:1] in ("=", "_") or ln.startswith("ok") or any(w in ln for w in _GATE_WORDS)
+    ]
+
+
+def test_marks(lines: list[str], hinted: list[bool], text: str) -> tuple[list[tuple[int, int]], str]:
+    """(line, tier) marks of a test runner's structure in clean `lines` (`hinted`: lines holding an
+    error word; `text`: the clean lines joined): the final summary in tier 0; banners, failures,
+    progress lines with F/E, traceback ends and pytest failure blocks in tier 1. And the run's summary."""
+    gated = _gated(lines, hinted)
     keep = [False] * len(lines)
-    for i, ln in enumerate(lines):
-        keep[i] = _test_line_kept(ln)
-    _mark_tracebacks(lines, keep)
-    _mark_pytest_blocks(lines, keep)
-    nonempty = [i for i, ln in enumerate(lines) if ln.strip()]
-    for i in nonempty[-3:]:
-        keep[i] = True
-    cap_mask(keep, 250)
-    out = Out(ref)
-    render_mask(lines, keep, out)
-    return f"test run: {_test_summary(lines)}", out.render(), out.dropped
+    for i in gated:
+        keep[i] = _test_line_kept(lines[i])
+    if 'File "' in text:
+        _mark_tracebacks(lines, keep)
+    if "\n___" in text or text.startswith("___"):
+        _mark_pytest_blocks(lines, keep, [i for i in gated if lines[i][:1] == "_"])
+    marks = [(i, 1) for i, k in enumerate(keep) if k]
+    summaries = [i for i in gated if len(lines[i]) < 400 and _TEST_SUMMARY.fullmatch(lines[i].strip())]
+    marks += [(i, 0) for i in summaries[-2:]]
+    return marks, _test_summary([lines[i] for i in summaries])
