@@ -15,26 +15,23 @@ from summarizer.compress.clean import clean_text
 from summarizer.compress.diff import compress_diff
 from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
-from summarizer.compress.logs import compress_log, compress_test
+from summarizer.compress.logs import LogPlan, compress_log, compress_test
 from summarizer.compress.out import Compressed, omission
 from summarizer.compress.outline import compress_file, compress_listing
 from summarizer.compress.select import Budget
 from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
 
-__all__ = ["SMALL_INPUT", "Compressed", "compress", "head_tail", "omission"]
+__all__ = ["SMALL_INPUT", "Compressed", "Renderer", "compress", "head_tail", "omission"]
 
 
 SMALL_INPUT = 1200  # texts this short are returned unchanged: a digest line would not be much shorter
 _MAX_LINES = 200_000  # longer bodies lose their middle lines before compression (bounds the work)
-_WRAP_ROOM = 160  # the header line a compressor adds, at most (for fitting `max_chars`)
 
 
 _Compressor = Callable[[str, str], tuple[str, str, int]]
-_BUDGETED: dict[ContentKind, Callable[[str, str, Budget | None], tuple[str, str, int]]] = {
+_COMPRESSORS: dict[ContentKind, _Compressor] = {
     "test": compress_test,
     "log": compress_log,
-}
-_COMPRESSORS: dict[ContentKind, _Compressor] = {
     "json": compress_json,
     "grep": compress_grep,
     "diff": compress_diff,
@@ -92,6 +89,57 @@ def _wrap(env: Envelope, header: str, body: str) -> str:
     return f"[{header}{note}]\n{env.prefix}{body}{joint}{env.suffix}"
 
 
+class Renderer:
+    """One tool output, prepared once (envelope, kind, and for logs and test runs the classified and
+    tiered lines), rendered at any size: `compress` is `Renderer(...).render(max_chars)`."""
+
+    def __init__(self, text: str, *, ref: str, kind: ContentKind | None = None) -> None:
+        self.text = text
+        self.ref = ref
+        self.env = split_envelope(text)
+        self.kind: ContentKind = kind or self.env.hint or detect_body(clean_text(self.env.body))
+        self.active = self.kind != "prose" and len(text) > SMALL_INPUT
+        self.body, self.cut = _bound_lines(self.env.body, ref) if self.active else ("", 0)
+        self.plan = LogPlan(self.body, self.kind) if self.active and self.kind in ("log", "test") else None
+        self._natural: tuple[str, int] | None = None
+
+    def core_chars(self) -> int:
+        """Characters the lines saying why a log or test run failed need (0 for other kinds)."""
+        return self.plan.core_chars() if self.plan else 0
+
+    def _candidate(self, max_chars: int | None) -> tuple[str, int]:
+        natural = max_chars is None or self.plan is None  # other kinds ignore max_chars (cut after)
+        if natural and self._natural is not None:
+            return self._natural
+        if self.plan is None:
+            header, body, n = _COMPRESSORS[self.kind](self.body, self.ref)
+            found = _wrap(self.env, header, body), n
+        else:
+            limits = None
+            for _ in range(3):  # fit the wrapped result: shrink the lines' budget by any overflow
+                header, body, n = self.plan.compress(self.ref, limits)
+                found = _wrap(self.env, header, body), n
+                over = len(found[0]) - max_chars if max_chars is not None else 0
+                if over <= 0:
+                    break
+                room = len(body) - over - 8
+                limits = Budget.at_most(max(0, min(room, limits.core if limits else room)))
+        if natural:
+            self._natural = found
+        return found
+
+    def render(self, max_chars: int | None = None) -> Compressed:
+        out, dropped = self.text, 0
+        if self.active:
+            candidate, n = self._candidate(max_chars)
+            if len(candidate) < len(self.text):
+                out, dropped = candidate, n + self.cut + self.env.dropped
+        if max_chars is not None:
+            out, n = _head_tail(out, max_chars, self.ref)
+            dropped += n
+        return Compressed(out, self.kind, min(dropped, len(self.text)))
+
+
 def compress(
     text: str, *, ref: str, max_chars: int | None = None, kind: ContentKind | None = None
 ) -> Compressed:
@@ -102,21 +150,4 @@ def compress(
     to fit `max_chars` by dropping whole lines of lower priority; any other result still longer than
     `max_chars` is cut to it with `head_tail`.
     """
-    env = split_envelope(text)
-    chosen: ContentKind = kind or env.hint or detect_body(clean_text(env.body))
-    out, dropped = text, 0
-    if chosen != "prose" and len(text) > SMALL_INPUT:
-        body, cut = _bound_lines(env.body, ref)
-        if chosen in _BUDGETED:
-            room = None if max_chars is None else max_chars - len(env.prefix) - len(env.suffix) - _WRAP_ROOM
-            limits = None if room is None else Budget.at_most(max(0, room))
-            header, body, n = _BUDGETED[chosen](body, ref, limits)
-        else:
-            header, body, n = _COMPRESSORS[chosen](body, ref)
-        candidate = _wrap(env, header, body)
-        if len(candidate) < len(text):
-            out, dropped = candidate, n + cut + env.dropped
-    if max_chars is not None:
-        out, n = _head_tail(out, max_chars, ref)
-        dropped += n
-    return Compressed(out, chosen, min(dropped, len(text)))
+    return Renderer(text, ref=ref, kind=kind).render(max_chars)

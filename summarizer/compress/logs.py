@@ -4,36 +4,50 @@ One compressor for both kinds (`log`, `test`): lines are cleaned for classificat
 timestamp prefixes removed, summarizer.compress.clean), classified by structure
 (summarizer.compress.classify), tiered and chosen whole within a character budget
 (summarizer.compress.select). What is shown are the original lines; each run of dropped lines is one
-omission marker with the archive reference. Only the header differs between the kinds.
+omission marker with the archive reference. Only the header differs between the kinds. A `LogPlan`
+is made once per text and can be rendered at many budgets (a digest looks for the size that fits).
 """
 
 from __future__ import annotations
 
-from summarizer.compress.classify import classify
+from summarizer.compress.classify import Lines, classify
 from summarizer.compress.clean import clean_text
 from summarizer.compress.select import Budget, choose, default_budget, plan, render
 from summarizer.compress.testrun import test_marks
 
 
-def _select(
-    body: str, ref: str, budget: Budget | None, collapse: bool
-) -> tuple[list[str], str, int, int, str]:
-    raw = body.split("\n")
-    lines = classify(raw, clean_text(body))
-    marks, summary = test_marks(lines.clean, lines.hinted, lines.text)
-    tiers = plan(lines, marks)
-    keep = choose(lines, tiers, budget or default_budget(len(body)))
-    text, dropped, collapsed = render(lines, keep, ref, collapse)
-    return lines.clean, text, dropped, collapsed, summary
+class LogPlan:
+    """A log's classified lines and tiers, ready to render at any budget."""
+
+    def __init__(self, body: str, kind: str) -> None:
+        self.kind = kind
+        self.size = len(body)
+        self.lines: Lines = classify(body.split("\n"), clean_text(body))
+        marks, self.summary = test_marks(self.lines.clean, self.lines.hinted, self.lines.text)
+        self.tiers = plan(self.lines, marks)
+
+    def core_chars(self) -> int:
+        """What the lines that say why it failed (tiers 0-1) take, within the default budget."""
+        need = sum(len(self.lines.raw[i]) + 1 for i, t in enumerate(self.tiers.tier) if t <= 1)
+        return min(need, default_budget(self.size).core)
+
+    def compress(self, ref: str, budget: Budget | None = None) -> tuple[str, str, int]:
+        """(header, rendering, dropped chars) within `budget` (default: default_budget)."""
+        keep = choose(self.lines, self.tiers, budget or default_budget(self.size))
+        text, dropped, collapsed = render(self.lines, keep, ref, collapse=self.kind == "log")
+        if self.kind == "test":
+            return f"test run: {self.summary}", text, dropped
+        shown = text.count("\n") + 1 - collapsed
+        return (
+            f"log: {len(self.lines.raw)} lines, {shown} shown, {collapsed} repeats collapsed",
+            text,
+            dropped,
+        )
 
 
-def compress_log(body: str, ref: str, budget: Budget | None = None) -> tuple[str, str, int]:
-    clean, text, dropped, collapsed, _ = _select(body, ref, budget, collapse=True)
-    shown = text.count("\n") + 1 - collapsed
-    header = f"log: {len(clean)} lines, {shown} shown, {collapsed} repeats collapsed"
-    return header, text, dropped
+def compress_log(body: str, ref: str) -> tuple[str, str, int]:
+    return LogPlan(body, "log").compress(ref)
 
 
-def compress_test(body: str, ref: str, budget: Budget | None = None) -> tuple[str, str, int]:
-    _, text, dropped, _, summary = _select(body, ref, budget, collapse=False)
-    return f"test run: {summary}", text, dropped
+def compress_test(body: str, ref: str) -> tuple[str, str, int]:
+    return LogPlan(body, "test").compress(ref)
