@@ -15,6 +15,8 @@ this module:
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 
 WITHHELD = "[instruction-like text withheld]"
@@ -56,11 +58,42 @@ def instruction_like(text: str) -> bool:
     return _INSTRUCTION.search(text) is not None
 
 
+# every branch of _INSTRUCTION needs one of these (lower-cased): a line holding none cannot match
+_GATE = (
+    "<|", "inst]", "sys>>", "ignore", "disregard", "forget", "override", "now", "instruction", "act",
+    "system", "developer", "jailbreak", "user", "only", "note", "message", "request", "write", "say",
+    "output", "respond", "reply", "state", "#", "assistant", "human", "tool", "function", "compactd",
+    "verbatim", "quoted", "model-written",
+)  # fmt: skip
+
+
+def _gated_lines(low: str, starts: list[int]) -> set[int]:
+    """Lines of the lower-cased text holding a gate word (str.find runs in C; the regex does not)."""
+    found: set[int] = set()
+    for word in _GATE:
+        pos = low.find(word)
+        while pos >= 0:
+            line = bisect.bisect_right(starts, pos) - 1
+            found.add(line)
+            nxt = starts[line + 1] if line + 1 < len(starts) else len(low)
+            pos = low.find(word, nxt)
+    return found
+
+
 def redact(text: str) -> str:
-    """`text` with every instruction-like line replaced by a placeholder (input for the model)."""
-    if not instruction_like(text):
+    """`text` with every instruction-like line replaced by a placeholder (input for the model).
+
+    Only lines holding a word some branch of the pattern needs are searched (the same result as
+    searching every line, in a fraction of the time on a megabyte of log)."""
+    lines = text.split("\n")
+    low = text.lower()  # (may differ in length from text: line starts are counted on it)
+    starts = list(itertools.accumulate((len(ln) + 1 for ln in low.split("\n")[:-1]), initial=0))
+    hits = [i for i in sorted(_gated_lines(low, starts)) if instruction_like(lines[i])]
+    if not hits:
         return text
-    return "\n".join(WITHHELD if instruction_like(line) else line for line in text.split("\n"))
+    for i in hits:
+        lines[i] = WITHHELD
+    return "\n".join(lines)
 
 
 def _unmark(m: re.Match[str]) -> str:

@@ -115,15 +115,14 @@ class Renderer:
             header, body, n = _COMPRESSORS[self.kind](self.body, self.ref)
             found = _wrap(self.env, header, body), n
         else:
-            limits = None
-            for _ in range(3):  # fit the wrapped result: shrink the lines' budget by any overflow
+            limits = None if max_chars is None else Budget.at_most(max(0, max_chars - len(self.env.prefix)))
+            for _ in range(8):  # fit the wrapped result: shrink the lines' budget by the overflow
                 header, body, n = self.plan.compress(self.ref, limits)
                 found = _wrap(self.env, header, body), n
                 over = len(found[0]) - max_chars if max_chars is not None else 0
-                if over <= 0:
+                if over <= 0 or limits is None or limits.core == 0:
                     break
-                room = len(body) - over - 8
-                limits = Budget.at_most(max(0, min(room, limits.core if limits else room)))
+                limits = Budget.at_most(max(0, min(len(body), limits.core) - over - 16))
         if natural:
             self._natural = found
         return found

@@ -106,9 +106,10 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)
 
 
-def _candidates(text: str, starts: list[int]) -> list[int]:
+def _candidates(text: str) -> list[int]:
     """Lines holding a hint word: a cheap pre-filter (str.find runs in C) before the regexes."""
-    low = text.lower()
+    low = text.lower()  # (may differ in length from text: line starts are counted on it)
+    starts = list(itertools.accumulate((len(ln) + 1 for ln in low.split("\n")[:-1]), initial=0))
     found: set[int] = set()
     for word in _HINTS:
         pos = low.find(word)
@@ -132,12 +133,11 @@ def _is_failure(line: str) -> bool:
 def classify(raw: list[str], clean_text: str) -> Lines:
     clean = clean_text.split("\n")
     n = len(clean)
-    starts = list(itertools.accumulate((len(ln) + 1 for ln in clean[:-1]), initial=0))
     failure = [False] * n
     mention = [False] * n
     passing = [False] * n
     hinted = [False] * n
-    for i in _candidates(clean_text, starts):
+    for i in _candidates(clean_text):
         hinted[i] = True
         line = clean[i][:_SCAN_CHARS]
         mention[i] = _MENTION.search(_ZERO.sub("", line) if _ZERO.search(line) else line) is not None

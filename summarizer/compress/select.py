@@ -5,10 +5,11 @@ spent, whole lines only: a kept line is never cut. Within a tier, the failures c
 to the start of the log come first (the verdict and the first error), and a failure's block (the
 indented lines after it, its location lines) comes with it.
 
-0. the verdict: CI error annotations (`##[error]...`), exit codes, the last lines of the log, the
-   final test summary, the job's name;
+0. the verdict: CI error annotations (`##[error]...`), the last line of the log, the final test
+   summary, the job's name;
 1. failure lines (the first few of each shape) with their blocks, the header and first command lines
-   of a failing CI step and the lines just before its error, marks a test runner's parser adds;
+   of a failing CI step and its output before the error (nearest first), the log's last lines, marks
+   a test runner's parser adds;
 2. grep-like context around failures (3 before, 8 after, not across a blank line), the failing
    step's command, the log's last paragraph (up to ten lines);
 3. lines that merely mention an error word (outside set-up steps), repeated failures;
@@ -34,9 +35,9 @@ HUGE_LINE = 4000  # longer lines are kept only when they carry a failure and fit
 _PER_SHAPE = 2  # failure lines of one kind (clean.kind_of) in tier 1; the rest go to tier 3
 _RUN_HEAD, _RUN_TAIL = 6, 3  # failure lines at each end of a run that are shown first
 _BLOCK_MAX = 12  # continuation lines that follow a failure line in its block (tier 2) ...
-_BLOCK_FIRST = 3  # ... of which the first ones are in tier 1 (the innermost frames of a stack)
+_BLOCK_FIRST = 2  # ... of which the first ones are in tier 1 (the innermost frames of a stack)
 _STEP_TAIL = 30  # lines before a CI step's error annotation
-_CONTEXT_MIN, _FILL_MIN = 1500, 500  # chars that context and other lines may take at least
+_CONTEXT_MIN, _FILL_MIN = 1000, 300  # chars that context and other lines may take at least
 _MARKER = 48  # what an omission marker costs, roughly
 
 
@@ -65,11 +66,13 @@ class _Tiers:
     def __init__(self, n: int) -> None:
         self.tier = [NEVER] * n
         self.anchor = list(range(n))  # the failure line a context line belongs to
+        self.order = list(range(n))  # among the lines of one anchor and tier, smaller first
 
-    def mark(self, i: int, tier: int, anchor: int | None = None) -> None:
+    def mark(self, i: int, tier: int, anchor: int | None = None, order: int | None = None) -> None:
         if 0 <= i < len(self.tier) and tier < self.tier[i]:
             self.tier[i] = tier
             self.anchor[i] = i if anchor is None else anchor
+            self.order[i] = i if order is None else order
 
     def span(self, lo: int, hi: int, tier: int, anchor: int | None = None) -> None:
         for i in range(max(0, lo), min(len(self.tier), hi)):
@@ -136,9 +139,11 @@ def _mark_failures(lines: Lines, t: _Tiers) -> None:
             t.span(lo, hi, 2, run[0])
 
 
-def _mark_ci(lines: Lines, t: _Tiers) -> set[int]:
+def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
     """CI structure: the verdict annotations, failing steps' headers, commands and last lines.
-    Returns the lines of set-up steps (checkout, setup-*, caches), whose mentions are noise."""
+    Returns the lines of set-up steps (checkout, setup-*, caches), whose mentions are noise, and
+    whether a CI step failed."""
+    failed = False
     setup: set[int] = set()
     for i, ln in enumerate(lines.clean[:400]):
         if ln.startswith("Complete job name:"):
@@ -150,28 +155,42 @@ def _mark_ci(lines: Lines, t: _Tiers) -> set[int]:
         errors = [i for i in range(start, end) if CI_ERROR.match(lines.clean[i])]
         if SETUP_STEP.match(lines.clean[start]) and not errors:
             setup.update(range(start, end))
-        for e in errors:
+        for e in errors:  # first the step's name and command, then its output from the error back
+            failed = True
             t.mark(e, 0)
-            t.mark(start, 1, e)
             group_end = next(
                 (j for j in range(start, end) if lines.clean[j].startswith("##[endgroup]")), start
             )
-            t.span(start + 1, min(group_end, start + 7), 1, e)
+            settings = next(
+                (
+                    j
+                    for j in range(start, group_end)
+                    if lines.clean[j].startswith(("shell: ", "with:", "env:"))
+                ),
+                group_end,
+            )  # the runner lists the step's shell, inputs and environment after its script
+            for k, j in enumerate(range(start, min(settings, start + 7))):
+                t.mark(j, 1, e, 3 if k == 0 else 4 * k + 1)  # the name after the nearest output line
             t.span(start + 1, min(group_end, start + 60), 2, e)
             body = [j for j in range(group_end + 1, e) if lines.clean[j].strip()]
-            for j in body[-_STEP_TAIL:]:
-                t.mark(j, 1, e)
+            for k, j in enumerate(reversed(body[-_STEP_TAIL:])):
+                t.mark(j, 1, e, 2 * k)
     setup.update(range(min(first_step, len(lines.clean))) if first_step < len(lines.clean) else ())
-    return setup
+    return setup, failed
 
 
-def _mark_outline(lines: Lines, t: _Tiers, setup: set[int]) -> None:
+def _mark_outline(lines: Lines, t: _Tiers, setup: set[int], ci_failed: bool) -> None:
+    """The log's end (unless a failing CI step already gave the verdict: after it come only the
+    runner's post-job steps), its first lines, step headers and lines mentioning errors."""
     nonempty = [i for i, ln in enumerate(lines.clean) if ln.strip()]
-    for i in nonempty[-3:]:
+    end = [] if ci_failed else nonempty
+    for i in end[-1:]:
         t.mark(i, 0)
-    if nonempty:
-        lo, _ = _paragraph(lines.clean, nonempty[-1], 10, 0)
-        t.span(lo, nonempty[-1], 2)
+    for i in end[-3:]:
+        t.mark(i, 1)
+    if end:
+        lo, _ = _paragraph(lines.clean, end[-1], 10, 0)
+        t.span(lo, end[-1], 2)
     for i in nonempty[:3]:
         t.mark(i, 3)
     for i, ln in enumerate(lines.clean):
@@ -190,14 +209,14 @@ def plan(lines: Lines, extra: Iterable[tuple[int, int]] = ()) -> _Tiers:
     for i, tier in extra:
         if not lines.failure[i]:  # failure lines are tiered by _mark_failures (runs, shapes)
             t.mark(i, tier)
-    setup = _mark_ci(lines, t)
+    setup, ci_failed = _mark_ci(lines, t)
     _mark_failures(lines, t)
-    _mark_outline(lines, t, setup)
+    _mark_outline(lines, t, setup, ci_failed)
     return t
 
 
 def _order(t: _Tiers) -> list[int]:
-    """Candidate lines by (tier, anchor taken from the ends inwards, position)."""
+    """Candidate lines by (tier, anchor taken from the ends inwards, order within the anchor)."""
     anchors = sorted({t.anchor[i] for i, tier in enumerate(t.tier) if tier < NEVER})
     rank: dict[int, int] = {}
     lo, hi, k = 0, len(anchors) - 1, 0
@@ -209,7 +228,7 @@ def _order(t: _Tiers) -> list[int]:
             k += 1
         lo, hi = lo + 1, hi - 1
     cands = [i for i, tier in enumerate(t.tier) if tier < NEVER]
-    return sorted(cands, key=lambda i: (t.tier[i], rank[t.anchor[i]], i))
+    return sorted(cands, key=lambda i: (t.tier[i], rank[t.anchor[i]], t.order[i]))
 
 
 def choose(lines: Lines, t: _Tiers, limits: Budget) -> list[bool]:
@@ -230,10 +249,12 @@ def choose(lines: Lines, t: _Tiers, limits: Budget) -> list[bool]:
             filled = used
         if t.tier[i] <= 1:
             cap = limits.core
-        elif t.tier[i] == 2:  # context: as much again as the failures took, at least a little
-            cap = min(limits.core, limits.context, (core_used or 0) + max(core_used or 0, _CONTEXT_MIN))
+        elif t.tier[i] == 2:  # context: half as much again as the failures took, at least a little
+            cap = min(
+                limits.core, limits.context, (core_used or 0) + max((core_used or 0) // 2, _CONTEXT_MIN)
+            )
         else:  # other lines: a quarter of what the failures took, at least a little
-            extra = min(limits.fill, max((core_used or 0) // 4, _FILL_MIN))
+            extra = min(limits.fill, max((core_used or 0) // 8, _FILL_MIN))
             cap = min(limits.core, (filled or 0) + extra)
         if used + cost <= cap:
             keep[i] = True
