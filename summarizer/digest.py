@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from summarizer import gist
-from summarizer.compressors import head_tail
+from summarizer.compress import binary_like, head_tail
 from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine, ModelError
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
 from summarizer.safety import redact
@@ -174,7 +174,9 @@ class Summarizer:
             raise ValueError("a digest needs at least one section")
         before = sum(i.tokens for i in items)
         # facts come from the region without its instruction-like lines (they stay quoted below)
-        facts = FactPicker(redact("\n".join(i.text for i in items if i.kind != "digest")), target_tokens)
+        # (binary-like sections are no source of facts: compress shows them as a note)
+        source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
+        facts = FactPicker(redact(source), target_tokens)
         renderers = Renderers(ref)  # each section prepared once for the whole size search
         gists, gens, rejected = await self._gists(items, target_tokens)
         det_text, det_tokens, det_facts = self._fit(items, renderers, before, facts, (), target_tokens)

@@ -9,6 +9,7 @@ bounded so a 900k-character observation is handled in milliseconds.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from summarizer.compress.clean import clean_text
@@ -21,7 +22,7 @@ from summarizer.compress.outline import compress_file, compress_listing
 from summarizer.compress.select import Budget
 from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
 
-__all__ = ["SMALL_INPUT", "Compressed", "Renderer", "compress", "head_tail", "omission"]
+__all__ = ["SMALL_INPUT", "Compressed", "Renderer", "binary_like", "compress", "head_tail", "omission"]
 
 
 SMALL_INPUT = 1200  # texts this short are returned unchanged: a digest line would not be much shorter
@@ -83,6 +84,22 @@ def _bound_lines(body: str, ref: str) -> tuple[str, int]:
     return "\n".join([*lines[:half], omission(cut, ref), *lines[-half:]]), cut
 
 
+_BINARY_SHARE = 0.1  # a body with this share of undecodable or control characters is not read
+_NOT_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1a\x1c-\x1f\x7f\ufffd\ud800-\udfff]")
+
+
+def binary_share(body: str, sample: int = 65_536) -> float:
+    """The share of U+FFFD, lone surrogates (invalid UTF-8 kept by surrogateescape) and control
+    characters (not tab, newline, carriage return or escape) in the start and end of `body`."""
+    part = body if len(body) <= 2 * sample else body[:sample] + body[-sample:]
+    return len(_NOT_TEXT.findall(part)) / len(part) if part else 0.0
+
+
+def binary_like(text: str) -> bool:
+    """Whether `text` is mostly not text (binary garbage, invalid UTF-8): nothing to read in it."""
+    return binary_share(text) >= _BINARY_SHARE
+
+
 def _wrap(env: Envelope, header: str, body: str) -> str:
     note = f"; {env.note}" if env.note else ""
     joint = "\n" if env.suffix and not env.suffix.startswith("\n") else ""
@@ -100,7 +117,9 @@ class Renderer:
         self.kind: ContentKind = kind or self.env.hint or detect_body(clean_text(self.env.body))
         self.active = self.kind != "prose" and len(text) > SMALL_INPUT
         self.body, self.cut = _bound_lines(self.env.body, ref) if self.active else ("", 0)
-        self.plan = LogPlan(self.body, self.kind) if self.active and self.kind in ("log", "test") else None
+        self.binary = self.active and binary_like(self.body)
+        budgeted = self.active and not self.binary and self.kind in ("log", "test")
+        self.plan = LogPlan(self.body, self.kind) if budgeted else None
         self._natural: tuple[str, int] | None = None
 
     def core_chars(self) -> int:
@@ -111,7 +130,11 @@ class Renderer:
         natural = max_chars is None or self.plan is None  # other kinds ignore max_chars (cut after)
         if natural and self._natural is not None:
             return self._natural
-        if self.plan is None:
+        if self.binary:  # nothing to read in it: say what it is and where the archive keeps it
+            share = f"{binary_share(self.body):.0%}"
+            header = f"binary-like output: {len(self.body)} chars, {share} undecodable or control characters"
+            found = _wrap(self.env, header, omission(len(self.body), self.ref)), len(self.body)
+        elif self.plan is None:
             header, body, n = _COMPRESSORS[self.kind](self.body, self.ref)
             found = _wrap(self.env, header, body), n
         else:

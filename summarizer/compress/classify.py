@@ -103,6 +103,7 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "assert", "err!", "***", ">>> ", "\ne  ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable",
 )  # fmt: skip
+_CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)
 
 
@@ -137,7 +138,12 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     mention = [False] * n
     passing = [False] * n
     hinted = [False] * n
-    for i in _candidates(clean_text):
+    found = _candidates(clean_text)
+    if len(found) > 2 * _CLASSIFIED_MAX:  # bounded work: the middle ones only count as mentions
+        for i in found[_CLASSIFIED_MAX:-_CLASSIFIED_MAX]:
+            hinted[i] = mention[i] = True
+        found = found[:_CLASSIFIED_MAX] + found[-_CLASSIFIED_MAX:]
+    for i in found:
         hinted[i] = True
         line = clean[i][:_SCAN_CHARS]
         mention[i] = _MENTION.search(_ZERO.sub("", line) if _ZERO.search(line) else line) is not None

@@ -93,13 +93,15 @@ async def _digest(summ: Summarizer, text: str, tokens: int) -> str:
     return (await summ.digest([item], "a1", max(1, tokens // 8))).text
 
 
-async def run_method(method: str, case: Case, env: Env, tokens: int) -> tuple[str, float]:
-    """The text the agent would see, and the milliseconds it took (median of the repeats if timed)."""
+async def run_method(method: str, case: Case, env: Env, tokens: int) -> tuple[str, float, float]:
+    """The text the agent would see, and the wall and CPU milliseconds it took (medians of the
+    repeats if timed; CPU time is this process's, which is what one core does on a shared machine)."""
     runs = env.repeat if method in TIMED else 1
     times = []
+    cpu = []
     out = ""
     for _ in range(runs):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         if method == "raw":
             out = case.raw
         elif method == "tail-200":
@@ -115,7 +117,8 @@ async def run_method(method: str, case: Case, env: Env, tokens: int) -> tuple[st
         else:
             raise BenchError(f"unknown method {method!r} (or it needs the model)")
         times.append(time.perf_counter() - t)
-    return out, 1000 * statistics.median(times)
+        cpu.append(time.process_time() - c)
+    return out, 1000 * statistics.median(times), 1000 * statistics.median(cpu)
 
 
 def _aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -123,6 +126,7 @@ def _aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return round(statistics.fmean(r[key] for r in rows), 4)
 
     seconds = sum(r["ms"] for r in rows) / 1000
+    cpu = sum(r["cpu_ms"] for r in rows) / 1000
     size = sum(r["bytes"] for r in rows)
     return {
         "cases": len(rows),
@@ -133,7 +137,8 @@ def _aggregate(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "median_tokens": statistics.median(r["tokens"] for r in rows),
         "tokens_range": [min(r["tokens"] for r in rows), max(r["tokens"] for r in rows)],
         "ms": round(seconds * 1000, 1),
-        "mb_per_s": round(size / 1e6 / seconds, 2) if seconds else None,
+        "mb_per_s": round(size / 1e6 / seconds, 2) if seconds else None,  # wall clock
+        "mb_per_s_cpu": round(size / 1e6 / cpu, 2) if cpu else None,  # per core: CPU time of this process
     }
 
 
@@ -143,7 +148,7 @@ async def _run_cases(cases: Sequence[Case], methods: Sequence[str], env: Env) ->
         raw_norm = normalize(case.raw)
         tokens = env.count(case.raw)
         for method in methods:
-            text, ms = await run_method(method, case, env, tokens)
+            text, ms, cpu_ms = await run_method(method, case, env, tokens)
             s = score(case, text, raw_norm)
             rows.append(
                 {
@@ -153,6 +158,7 @@ async def _run_cases(cases: Sequence[Case], methods: Sequence[str], env: Env) ->
                     "bytes": len(case.raw.encode("utf-8", "replace")),
                     "tokens": tokens if method == "raw" else env.count(text),
                     "ms": round(ms, 2),
+                    "cpu_ms": round(cpu_ms, 2),
                     "signal_recall": round(s.recall, 4),
                     "critical_recall": round(s.critical, 4),
                     "present_recall": round(s.present_recall, 4),
@@ -208,8 +214,8 @@ def goals(agg: dict[str, Any], stress: dict[str, Any] | None) -> dict[str, bool]
         g[f"compress beats tail-200 and grep on {s}"] = tl is not None and gr is not None and beats
     for m in ("digest", "digest-model"):
         g[f"{m} present_recall>=0.90"] = _at_least(f(m, "present_recall"), GOAL_DIGEST)
-    g["compress >= 10 MB/s"] = _at_least(f("compress", "mb_per_s"), GOAL_COMPRESS_MBPS)
-    g["digest >= 2 MB/s"] = _at_least(f("digest", "mb_per_s"), GOAL_DIGEST_MBPS)
+    g["compress >= 10 MB/s per core"] = _at_least(f("compress", "mb_per_s_cpu"), GOAL_COMPRESS_MBPS)
+    g["digest >= 2 MB/s per core"] = _at_least(f("digest", "mb_per_s_cpu"), GOAL_DIGEST_MBPS)
     g["bad inputs handled in bounded time"] = stress is not None and all(
         r["ok"] and r["seconds"] <= STRESS_BOUND_S for r in stress.values()
     )
@@ -218,17 +224,22 @@ def goals(agg: dict[str, Any], stress: dict[str, Any] | None) -> dict[str, bool]
 
 def bad_inputs(mb: int = STRESS_MB, seed: int = 1) -> dict[str, str]:
     """Generated tool outputs of `mb` MB: one line with no newline, binary garbage as a harness
-    decodes it (U+FFFD and control characters), and text with invalid UTF-8 kept as lone surrogates."""
+    decodes it (U+FFFD and control characters), text with invalid UTF-8 kept as lone surrogates, and
+    a log whose every line is a failure."""
     import random
 
     rng = random.Random(seed)
     n = mb * 1_000_000
     words = ("alpha", "beta", "error:", "gamma", "delta", "failed", "0x1f", "=", "value")
-    line = " ".join(rng.choice(words) for _ in range(n // 6))[:n]
+    line = " ".join(rng.choice(words) for _ in range(n // 4))[:n]
+    log = "".join(
+        f"2024-05-01T12:00:{k % 60:02d}.{k:07d}Z error: step {k} failed with exit code {k % 7 + 1}\n"
+        for k in range(n // 70 + 1)
+    )[:n]
     garbage = rng.randbytes(n).decode("utf-8", "replace")
     chunk = b"ok line \xff\xfe\xc3( error \xe2\x82 done\n" * 64
     invalid = (chunk * (n // len(chunk) + 1))[:n].decode("utf-8", "surrogateescape")
-    return {"single-line": line, "binary-garbage": garbage, "invalid-utf8": invalid}
+    return {"single-line": line, "binary-garbage": garbage, "invalid-utf8": invalid, "error-lines": log}
 
 
 async def run_bad_inputs(mb: int = STRESS_MB) -> dict[str, Any]:
@@ -303,13 +314,13 @@ def register(benches: Any) -> None:
 
 
 def _table(agg: dict[str, Any]) -> str:
-    lines = ["method        split    recall  crit   present p.crit  med.tokens  ms"]
+    lines = ["method        split    recall  crit   present p.crit  med.tokens  ms  MB/s(cpu)"]
     for m, per in agg.items():
         for s, a in per.items():
             lines.append(
                 f"{m:<13} {s:<8} {a['signal_recall']:.3f}  {a['critical_recall']:.3f}  "
                 f"{a['present_recall']:.3f}  {a['present_critical_recall']:.3f}  "
-                f"{a['median_tokens']:>10}  {a['ms']}"
+                f"{a['median_tokens']:>10}  {a['ms']}  {a['mb_per_s_cpu']}"
             )
     return "\n".join(lines)
 
