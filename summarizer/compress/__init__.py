@@ -114,12 +114,15 @@ class Renderer:
         self.text = text
         self.ref = ref
         self.env = split_envelope(text)
-        self.kind: ContentKind = kind or self.env.hint or detect_body(clean_text(self.env.body))
+        clean = clean_text(self.env.body) if kind is None and self.env.hint is None else None
+        self.kind: ContentKind = kind or self.env.hint or detect_body(clean or "")
         self.active = self.kind != "prose" and len(text) > SMALL_INPUT
         self.body, self.cut = _bound_lines(self.env.body, ref) if self.active else ("", 0)
         self.binary = self.active and binary_like(self.body)
         budgeted = self.active and not self.binary and self.kind in ("log", "test")
-        self.plan = LogPlan(self.body, self.kind) if budgeted else None
+        if budgeted and (clean is None or self.cut):
+            clean = clean_text(self.body)
+        self.plan = LogPlan(self.body, self.kind, clean or "") if budgeted else None
         self._natural: tuple[str, int] | None = None
 
     def core_chars(self) -> int:

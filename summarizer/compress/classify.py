@@ -100,28 +100,38 @@ class Lines:
 _HINTS: Final = (  # looked for in the lower-cased text: lines without any of these are neither class
     "error", "fail", "fatal", "panic", "exit", "returned", "terminated", "denied", "exception", "traceback",
     "caused by", "goroutine", "fault", "http 4", "http 5", "not accessible", "not found", "no such file",
-    "assert", "err!", "***", ">>> ", "\ne  ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
+    "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)
 
 
-def _candidates(text: str) -> list[int]:
-    """Lines holding a hint word: a cheap pre-filter (str.find runs in C) before the regexes."""
-    low = text.lower()  # (may differ in length from text: line starts are counted on it)
-    starts = list(itertools.accumulate((len(ln) + 1 for ln in low.split("\n")[:-1]), initial=0))
+def line_starts(lines: list[str]) -> list[int]:
+    return list(itertools.accumulate((len(ln) + 1 for ln in lines[:-1]), initial=0))
+
+
+def lines_with(text: str, words: tuple[str, ...], starts: list[int]) -> set[int]:
+    """Indices of the lines of `text` (starting at `starts`) that hold one of `words`: str.find runs
+    in C, a regex alternation of words would be tried at every character."""
     found: set[int] = set()
-    for word in _HINTS:
-        pos = low.find(word)
+    for word in words:
+        pos = text.find(word)
         while pos >= 0:
-            line = bisect.bisect_right(starts, pos + (1 if word[0] == "\n" else 0)) - 1
+            line = bisect.bisect_right(starts, pos) - 1
             found.add(line)
-            pos = low.find("\n", pos + 1)
-            pos = low.find(word, pos) if pos >= 0 else -1
-    if low.startswith("e  "):
-        found.add(0)
-    return sorted(found)
+            nxt = starts[line + 1] if line + 1 < len(starts) else len(text)
+            pos = text.find(word, max(nxt, pos + 1))
+    return found
+
+
+def _candidates(text: str) -> list[int]:
+    """Lines holding a hint word: a cheap pre-filter before the regexes."""
+    low = text.lower()  # (may differ in length from text: line starts are counted on it)
+    starts = line_starts(low.split("\n"))
+    found = lines_with(low, _HINTS, starts)
+    found |= {i + 1 for i in lines_with(low, ("\ne  ",), starts)}  # pytest's "E   ..." lines
+    return sorted(found | ({0} if low.startswith("e  ") else set()))
 
 
 def _is_failure(line: str) -> bool:

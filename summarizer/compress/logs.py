@@ -19,10 +19,11 @@ from summarizer.compress.testrun import test_marks
 class LogPlan:
     """A log's classified lines and tiers, ready to render at any budget."""
 
-    def __init__(self, body: str, kind: str) -> None:
+    def __init__(self, body: str, kind: str, clean: str | None = None) -> None:
+        """`clean`: clean_text(body), if the caller has it already."""
         self.kind = kind
         self.size = len(body)
-        self.lines: Lines = classify(body.split("\n"), clean_text(body))
+        self.lines: Lines = classify(body.split("\n"), clean_text(body) if clean is None else clean)
         marks, self.summary = test_marks(self.lines.clean, self.lines.hinted, self.lines.text)
         self.tiers = plan(self.lines, marks)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from summarizer.compress.classify import line_starts, lines_with
+
 _TEST_SUMMARY = re.compile(
     r"=+ [^\n]*\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b[^\n]*=+"
     r"|(?:\d+ (?:passed|failed|errors?|skipped|warnings?|xfailed|xpassed|deselected),? )+in [\d.]+s\S*"
@@ -121,26 +123,24 @@ def _test_line_kept(line: str) -> bool:
 
 _GATE_WORDS = (  # a line without any of these (and no error hint) cannot be a test runner's line
     "passed", "Ran ", "OK", "Tests run", "BUILD", "XPASS", "collect", "Found ", "Interrupt", "commands",
-    "congratulations", "tests finished", "..", "%]",
+    "congratulations", "tests finished", "..", "%]", "ok",
 )  # fmt: skip
 
 
 _GATED_MAX = 15_000
 
 
-def _gated(lines: list[str], hinted: list[bool]) -> list[int]:
-    return [
-        i
-        for i, ln in enumerate(lines)
-        if hinted[i] or ln[:1] in ("=", "_") or ln.startswith("ok") or any(w in ln for w in _GATE_WORDS)
-    ]
+def _gated(lines: list[str], hinted: list[bool], text: str) -> list[int]:
+    """Lines that may be a test runner's: holding an error hint or a gate word, or a banner."""
+    found = lines_with(text, _GATE_WORDS, line_starts(lines))
+    return [i for i, ln in enumerate(lines) if hinted[i] or i in found or ln[:1] in ("=", "_")]
 
 
 def test_marks(lines: list[str], hinted: list[bool], text: str) -> tuple[list[tuple[int, int]], str]:
     """(line, tier) marks of a test runner's structure in clean `lines` (`hinted`: lines holding an
     error word; `text`: the clean lines joined): the final summary in tier 0; banners, failures,
     progress lines with F/E, traceback ends and pytest failure blocks in tier 1. And the run's summary."""
-    gated = _gated(lines, hinted)
+    gated = _gated(lines, hinted, text)
     if len(gated) > 2 * _GATED_MAX:  # bounded work: a runner's structure is at the ends
         gated = gated[:_GATED_MAX] + gated[-_GATED_MAX:]
     keep = [False] * len(lines)
