@@ -116,9 +116,10 @@ class Renderer:
         self.env = split_envelope(text)
         clean = clean_text(self.env.body) if kind is None and self.env.hint is None else None
         self.kind: ContentKind = kind or self.env.hint or detect_body(clean or "")
-        self.active = self.kind != "prose" and len(text) > SMALL_INPUT
+        big = len(text) > SMALL_INPUT
+        self.binary = big and binary_like(self.env.body)  # whatever it was detected as
+        self.active = big and (self.kind != "prose" or self.binary)
         self.body, self.cut = _bound_lines(self.env.body, ref) if self.active else ("", 0)
-        self.binary = self.active and binary_like(self.body)
         budgeted = self.active and not self.binary and self.kind in ("log", "test")
         if budgeted and (clean is None or self.cut):
             clean = clean_text(self.body)

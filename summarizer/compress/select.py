@@ -80,14 +80,21 @@ class _Tiers:
 
 
 def _block_end(lines: Lines, i: int) -> int:
-    """The line after the block a failure line at `i` opens: more-indented or gutter lines."""
+    """The line after the block a failure line at `i` opens: more-indented or gutter lines (across
+    a blank line when the block goes on after it)."""
     base = indent(lines.clean[i])
     j = i + 1
     stop = min(len(lines.clean), i + 1 + _BLOCK_MAX)
     while j < stop:
         ln = lines.clean[j]
         s = ln.lstrip()
-        if not s or lines.failure[j]:
+        if not s:  # a blank line inside a block (jest, rustc) when more-indented lines follow
+            nxt = lines.clean[j + 1] if j + 1 < len(lines.clean) else ""
+            if nxt.strip() and indent(nxt) > base and not lines.failure[j + 1]:
+                j += 1
+                continue
+            break
+        if lines.failure[j]:
             break
         if indent(ln) <= base and not s.startswith(("|", "-->", "= ", "at ", "^", "~")):
             break
