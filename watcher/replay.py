@@ -43,6 +43,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
 from watcher.canaries import Canary, CanaryError, load_canaries, plant, score
+from watcher.nfr import retention
 from watcher.paths import default_model_path
 from watcher.progress import Progress
 from watcher.regret import regret
@@ -241,6 +242,7 @@ async def play(
         if canaries:
             run.canaries = await _score_canaries(link, traj, canaries, run)
     run.regret = _regret(traj, run)
+    run.nfr = dict(retention(traj.turns, run.removed, run.added).metrics())
     return run
 
 

@@ -85,11 +85,11 @@ def test_cli_writes_json_and_fails_when_a_goal_is_not_exercised(tmp_path: Path) 
     out = tmp_path / "signals.json"
     cmd = [sys.executable, "-m", "watcher", "bench", "signals", "--only", "cleanup-k8s-stress-001"]
     cmd += ["--methods", "raw,compress", "--no-model", "--repeat", "1", "--bad-input-mb", "0"]
-    proc = subprocess.run([*cmd, "--json", str(out)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([*cmd, "--json", str(out)], capture_output=True, text=True, check=False)
     assert proc.returncode == 1, proc.stderr  # tail-200, grep, digests and bad inputs were not run
     data = json.loads(out.read_text())
     assert data["aggregate"]["compress"]["all"]["present_recall"] == 1.0
     assert data["aggregate"]["raw"]["all"]["signal_recall"] == 1.0
     assert "MISSED bad inputs handled in bounded time" in proc.stderr
-    bad = subprocess.run([*cmd[:-8], "--methods", "nope"], capture_output=True, text=True, timeout=300)
+    bad = subprocess.run([*cmd[:-8], "--methods", "nope"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and "unknown methods" in bad.stderr
