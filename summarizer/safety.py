@@ -15,9 +15,9 @@ this module:
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import re
+
+from summarizer.textscan import line_starts, lines_with
 
 WITHHELD = "[instruction-like text withheld]"
 
@@ -67,19 +67,6 @@ _GATE = (
 )  # fmt: skip
 
 
-def _gated_lines(low: str, starts: list[int]) -> set[int]:
-    """Lines of the lower-cased text holding a gate word (str.find runs in C; the regex does not)."""
-    found: set[int] = set()
-    for word in _GATE:
-        pos = low.find(word)
-        while pos >= 0:
-            line = bisect.bisect_right(starts, pos) - 1
-            found.add(line)
-            nxt = starts[line + 1] if line + 1 < len(starts) else len(low)
-            pos = low.find(word, nxt)
-    return found
-
-
 def redact(text: str) -> str:
     """`text` with every instruction-like line replaced by a placeholder (input for the model).
 
@@ -87,8 +74,8 @@ def redact(text: str) -> str:
     searching every line, in a fraction of the time on a megabyte of log)."""
     lines = text.split("\n")
     low = text.lower()  # (may differ in length from text: line starts are counted on it)
-    starts = list(itertools.accumulate((len(ln) + 1 for ln in low.split("\n")[:-1]), initial=0))
-    hits = [i for i in sorted(_gated_lines(low, starts)) if instruction_like(lines[i])]
+    gated = lines_with(low, _GATE, line_starts(low.split("\n")))
+    hits = [i for i in sorted(gated) if instruction_like(lines[i])]
     if not hits:
         return text
     for i in hits:

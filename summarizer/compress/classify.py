@@ -16,12 +16,12 @@ a megabyte of log costs tens of milliseconds.
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
+
+from summarizer.textscan import line_starts, lines_with
 
 # failures the start of a line says (tried with .match)
 _FAILURE_START: Final = re.compile(
@@ -105,24 +105,6 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)
-
-
-def line_starts(lines: list[str]) -> list[int]:
-    return list(itertools.accumulate((len(ln) + 1 for ln in lines[:-1]), initial=0))
-
-
-def lines_with(text: str, words: tuple[str, ...], starts: list[int]) -> set[int]:
-    """Indices of the lines of `text` (starting at `starts`) that hold one of `words`: str.find runs
-    in C, a regex alternation of words would be tried at every character."""
-    found: set[int] = set()
-    for word in words:
-        pos = text.find(word)
-        while pos >= 0:
-            line = bisect.bisect_right(starts, pos) - 1
-            found.add(line)
-            nxt = starts[line + 1] if line + 1 < len(starts) else len(text)
-            pos = text.find(word, max(nxt, pos + 1))
-    return found
 
 
 def _candidates(text: str) -> list[int]:

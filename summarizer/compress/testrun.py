@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from summarizer.compress.classify import line_starts, lines_with
+from summarizer.textscan import line_starts, lines_with
 
 _TEST_SUMMARY = re.compile(
     r"=+ [^\n]*\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b[^\n]*=+"
