@@ -28,7 +28,9 @@ from dataclasses import dataclass, field, replace
 
 from summarizer import gist
 from summarizer.compress import binary_like, head_tail
-from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine, ModelError
+from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine
+from summarizer.gguf import ModelError
+from summarizer.items import Gist, Item
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
 from summarizer.safety import redact
 
@@ -49,22 +51,6 @@ MAX_GIST_CHUNKS = 4  # per digest; earlier prose stays deterministic
 GIST_TOKENS_PER_CHUNK = 300  # one gist per this many tokens of digest target
 GIST_BUDGET_S = 45.0  # model time per digest, all chunks together
 BACKOFF_S = (5.0, 15.0, 60.0, 300.0)  # after 1, 2, 3, 4+ consecutive model failures
-
-
-@dataclass(frozen=True)
-class Item:
-    """One section of a region, as the summarizer sees it (no dependency on the wire format)."""
-
-    id: str
-    kind: str
-    text: str
-    tokens: int
-
-
-@dataclass(frozen=True)
-class Gist:
-    ids: tuple[str, ...]  # the prose sections this gist stands for
-    text: str
 
 
 @dataclass(frozen=True)

@@ -10,14 +10,11 @@ of them announced by an omission marker with the section's recall reference.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from summarizer.compress import Renderer
 from summarizer.facts import extract_facts, extract_statements, without_echoes
+from summarizer.items import Gist, Item
 from summarizer.safety import defang, instruction_like
-
-if TYPE_CHECKING:
-    from summarizer.digest import Gist, Item
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})
 
