@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ipc.sections import Section
-from watcher.eval.regret import AGENT_KINDS
+from watcher.eval.regret import TurnIndex
 from watcher.planning.identifiers import identifiers
 
 
@@ -52,30 +52,8 @@ def retention(
 ) -> Retention:
     """NFR of a replay: ``removed`` (section id -> first LLM call without it, originals and
     replacements alike) and ``added`` (replacement id -> (its text, the first LLM call with it))."""
-    turn_of: dict[str, int] = {}
-    ids_of: dict[str, frozenset[str]] = {}
-    where: dict[str, list[tuple[int, str]]] = {}  # identifier -> (turn, original section id)
-    agent_refs: list[frozenset[str]] = []
-    for t, turn in enumerate(turns):
-        refs: set[str] = set()
-        for s in turn:
-            found = idents(s.text)
-            turn_of[s.id] = t
-            ids_of[s.id] = found
-            for x in found:
-                where.setdefault(x, []).append((t, s.id))
-            if s.kind in AGENT_KINDS:
-                refs |= found
-        agent_refs.append(frozenset(refs))
+    ix = TurnIndex.of(turns, idents)
     never = len(turns) + 1
-
-    def original_holds(x: str, call: int, sid: str) -> bool:
-        for t, other in where.get(x, ()):
-            if t > call:
-                return False
-            if other != sid and removed.get(other, never) > call:
-                return True
-        return False
 
     def replacement_holds(x: str, call: int) -> bool:
         return any(
@@ -85,12 +63,12 @@ def retention(
     needed = kept = 0
     lost: list[str] = []
     for sid, gone in sorted(removed.items()):
-        if sid not in turn_of:  # a replacement (digest) or an id from outside the trajectory
+        if sid not in ix.turn_of:  # a replacement (digest) or an id from outside the trajectory
             continue
-        pending = set(ids_of[sid])
-        for u in range(max(gone + 1, turn_of[sid] + 1), len(turns)):
-            for x in sorted(pending & agent_refs[u]):
-                if original_holds(x, u - 1, sid):
+        pending = set(ix.ids_of[sid])
+        for u in range(max(gone + 1, ix.turn_of[sid] + 1), len(turns)):
+            for x in sorted(pending & ix.agent_refs[u]):
+                if ix.held_elsewhere(x, u - 1, sid, removed):
                     continue  # superseded: another original in view holds it
                 pending.discard(x)
                 needed += 1
