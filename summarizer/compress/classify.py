@@ -48,7 +48,8 @@ _FAILURE_ANY: Final = tuple(
         (
             "fail",
             r"[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|failures?)\b|tests? failed\b|BUILD FAIL"
-            r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to |(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild) failed",
+            r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to |(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild) failed"
+            r"|: *(?:FAILURE|FAILED)\b",
         ),
         ("....", r"\.{4,} *(?:ERROR|Error) *$"),
         ("denied", r"(?:Permission|permission|Access|access) denied"),
@@ -76,7 +77,10 @@ TALLY: Final = re.compile(
     r"(?<![\w.])[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|errors?|failures?)\b"
     r"|\.{4,} *(?:Failed|FAILED)"
 )
-STEP: Final = re.compile(r"^(?:##\[group\]Run |Run |::group::|Step \d+/\d+ ?:|\$ |> Task :)")
+STEP: Final = re.compile(
+    r"^(?:##\[group\]Run |Run |::group::|Step \d+/\d+ ?:|\$ |> Task :|section_start:\d+:"
+    r"|\[Pipeline\] stage|--- )"
+)
 CI_ERROR: Final = re.compile(r"^(?:##\[error\]|::error\b)")
 SETUP_STEP: Final = re.compile(
     r"^##\[group\]Run (?:actions/(?:checkout|setup-\w+|cache|upload-artifact|download-artifact)|"

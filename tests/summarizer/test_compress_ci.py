@@ -97,6 +97,20 @@ def test_a_passing_test_named_error_is_not_a_failure_line() -> None:
     assert not any(f"test_error_path_{k} PASSED" in out for k in range(20, 100))
 
 
+def test_gitlab_and_jenkins_logs_keep_their_verdicts() -> None:
+    gitlab = ["\x1b[0Ksection_start:1738555200:step_script\r\x1b[0K\x1b[0;33mExecuting step\x1b[0m"]
+    gitlab += [*filler(200), "$ cargo test", "test result: FAILED. 11 passed; 1 failed; 0 ignored"]
+    gitlab += ["\x1b[0Ksection_end:1738555260:step_script\r\x1b[0K"]
+    gitlab += ["\x1b[31;1mERROR: Job failed: exit code 101\x1b[0;m"]
+    out = shown("\n".join(gitlab))
+    assert "test result: FAILED. 11 passed; 1 failed; 0 ignored" in out
+    assert "\x1b[31;1mERROR: Job failed: exit code 101\x1b[0;m" in out
+    jenkins = ["[Pipeline] stage", "[Pipeline] { (Test)", *filler(200), "[Pipeline] }"]
+    jenkins += ["ERROR: script returned exit code 2", "[Pipeline] End of Pipeline", "Finished: FAILURE"]
+    out = shown("\n".join(jenkins))
+    assert "ERROR: script returned exit code 2" in out and out.rstrip().endswith("Finished: FAILURE")
+
+
 def test_the_end_of_a_plain_log_is_always_shown() -> None:
     text = "\n".join([f"[{k:05d}] compiling unit {k}" for k in range(400)] + ["done: 3 targets failed"])
     assert shown(text).rstrip().endswith("done: 3 targets failed")
