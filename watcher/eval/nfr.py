@@ -35,12 +35,13 @@ class Retention:
     def nfr(self) -> float | None:
         return self.kept / self.needed if self.needed else None
 
-    def metrics(self) -> dict[str, float | int | None]:
+    def metrics(self) -> dict[str, float | int | list[str] | None]:
         nfr = self.nfr
         return {
             "needed_fact_retention": round(nfr, 4) if nfr is not None else None,
             "needed_facts": self.needed,
             "needed_facts_kept": self.kept,
+            "needed_facts_lost": list(self.lost),
         }
 
 
@@ -85,4 +86,9 @@ def pooled(runs: Sequence[Mapping[str, object]]) -> dict[str, float | int | None
     """The NFR of many runs' metrics (kept / needed, pooled over runs)."""
     needed = sum(int(str(m.get("needed_facts") or 0)) for m in runs)
     kept = sum(int(str(m.get("needed_facts_kept") or 0)) for m in runs)
-    return Retention(needed, kept).metrics()
+    nfr = Retention(needed, kept).nfr
+    return {
+        "needed_fact_retention": round(nfr, 4) if nfr is not None else None,
+        "needed_facts": needed,
+        "needed_facts_kept": kept,
+    }
