@@ -7,13 +7,14 @@ indented lines after it, its location lines) comes with it.
 
 0. the verdict: CI error annotations (`##[error]...`), the last line of the log, the final test
    summary, the job's name;
-1. failure lines (the first few of each shape) with their blocks, the header and first command lines
+1. failure lines (the ends of each run of them, the first two of each kind) with their blocks, the header and first command lines
    of a failing CI step and its output before the error (nearest first), the log's last lines, marks
    a test runner's parser adds;
 2. grep-like context around failures (3 before, 8 after, not across a blank line), the failing
-   step's command, the log's last paragraph (up to ten lines);
-3. lines that merely mention an error word (outside set-up steps), repeated failures;
-   the log's first lines;
+   step's command and settings, the rest of a failure's block, the log's last paragraph (up to ten
+   lines; without a failing CI step, whose error is the verdict);
+3. lines that merely mention an error word (outside set-up steps), repeated failures, the log's
+   first lines;
 4. the CI step headers (an outline).
 
 Tiers 0-1 fill `Budget.core`, tier 2 up to `Budget.context`, and tiers 3-4 only add `Budget.fill`
