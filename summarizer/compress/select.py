@@ -7,9 +7,9 @@ indented lines after it, its location lines) comes with it.
 
 0. the verdict: CI error annotations (`##[error]...`), the last line of the log, the final test
    summary, the job's name;
-1. failure lines (the ends of each run of them, the first two of each kind) with their blocks, the header and first command lines
-   of a failing CI step and its output before the error (nearest first), the log's last lines, marks
-   a test runner's parser adds;
+1. failure lines (the ends of each run of them, the first two of each kind) with the start of their
+   blocks, the header and script of a failing CI step and its output before the error (nearest
+   first), the log's last lines, marks a test runner's parser adds;
 2. grep-like context around failures (3 before, 8 after, not across a blank line), the failing
    step's command and settings, the rest of a failure's block, the log's last paragraph (up to ten
    lines; without a failing CI step, whose error is the verdict);
