@@ -219,6 +219,7 @@ class Hello:
     resume: bool  # the client keeps its context and will resync (e.g. after a daemon restart)
     versions: tuple[int, ...] = (PROTOCOL_VERSION,)  # protocol versions the client speaks
     planner: str | None = None  # requested compaction strategy; the daemon's config decides (watcher.config)
+    reader: bool = False  # attach as a reader of the agent's archive only (no context; docs/PROTOCOL.md)
 
 
 def negotiate(offered: tuple[int, ...], ref: int | None = None) -> int:
@@ -273,6 +274,7 @@ def parse_hello(msg: dict[str, Any]) -> Hello:
             )
         ),
         planner=field(msg, "planner", str, default=None, check=name_ok, what="a strategy name"),
+        reader=field(msg, "reader", bool, default=False),
     )
 
 

@@ -254,10 +254,18 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory")
     rc.add_argument("--config", metavar="FILE", help="config file (for daemon.state_dir)")
     rc.add_argument("--json", action="store_true", help="print JSON")
+    # integrations (docs/INTEGRATIONS.md): their own argument parsers, in ipc.integrations
+    sub.add_parser("mcp", help="MCP server (stdio): recall/search/expand for one agent; mcp --help")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:  # parses its own arguments (ipc.integrations.mcp_server)
+        from ipc.integrations.mcp_server import main as mcp_main
+        from watcher.paths import default_endpoint
+
+        return mcp_main(argv[1:], default_endpoint())
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":

@@ -52,6 +52,7 @@ from watcher.compactor import build_proposal, forget, seed_ids
 from watcher.config import Config, resolve_agent
 from watcher.crashpoints import crashpoint
 from watcher.planner import Plan, Watermarks, early_cap, plan, trigger_tokens
+from watcher.readers import Readers
 from watcher.recall import check_claim, recall
 from watcher.recovery import Reconciled, reconcile
 from watcher.scheduler import FairScheduler
@@ -159,6 +160,7 @@ class Server:
         self.summarizer = summarizer
         self.max_frame = cfg.daemon.max_frame_bytes
         self.by_peer: dict[bytes, AgentState] = {}
+        self.readers = Readers(self)  # connections reading an agent's archive only (MCP, hooks)
         self.agents: dict[str, AgentState] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.started = time.time()
@@ -328,7 +330,11 @@ class Server:
         t = msg["t"]
         ref = ref_of(msg)
         if t == T.HELLO:
-            self._hello(peer, msg, ref)
+            if msg.get("reader") is True:  # an archive reader (watcher.readers): no context
+                self.readers.hello(peer, msg, ref)
+            else:
+                self.readers.by_peer.pop(peer, None)
+                self._hello(peer, msg, ref)
             return
         if t == T.STATUS:
             self._touch(peer)
@@ -336,10 +342,13 @@ class Server:
             return
         if t == T.HEARTBEAT:  # answered always; "attached" tells a client whether we know it
             self._touch(peer)
-            beat: dict[str, Any] = {"t": T.HEARTBEAT, "attached": peer in self.by_peer}
+            known = peer in self.by_peer or peer in self.readers
+            beat: dict[str, Any] = {"t": T.HEARTBEAT, "attached": known}
             if ref is not None:
                 beat["re"] = ref
             self.send(peer, beat)
+            return
+        if self.readers.serve(peer, t, msg, ref):
             return
         name = _HANDLERS.get(t)
         if name is None:
