@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from watcher.paths import default_model_path
-from watcher.replay import DaemonProcess, running_daemon
+from watcher.eval.harness import DaemonProcess, running_daemon
+from watcher.runtime.paths import default_model_path
 
 TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "trajectories"
 

@@ -1,4 +1,7 @@
-"""Imports run one way: ipc <- watcher -> summarizer. ipc and summarizer are leaves."""
+"""Imports run one way: ipc <- watcher -> summarizer. ipc and summarizer are leaves.
+
+The rooms inside watcher/ and the absence of cycles are checked by import-linter (pyproject.toml,
+[tool.importlinter]; `lint-imports` in ./dev.sh test)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# ipc subpackages with optional dependencies of their own (not needed to attach an agent)
+IPC_OPTIONAL = ("proxy", "integrations")
 FORBIDDEN = {"ipc": {"watcher", "summarizer"}, "summarizer": {"watcher", "ipc"}}
 
 
@@ -31,8 +36,7 @@ def test_leaf_packages_do_not_import_upward(package: str) -> None:
         assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-# Optional parts of ipc with dependencies of their own (extras): framework integrations, the proxy.
-OPTIONAL = ("integrations", "proxy")
+OPTIONAL = IPC_OPTIONAL
 
 
 def core_files() -> list[Path]:

@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from watcher.bench.adapters import Chat, chat_turns
-from watcher.replay import DaemonProcess, running_daemon
-from watcher.trajectories import load
+from watcher.eval.bench.adapters import Chat, chat_turns
+from watcher.eval.harness import DaemonProcess, running_daemon
+from watcher.eval.trajectories import load
 
 TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "trajectories"
 TOKENS = {"alpha": "alpha-secret-0123456789", "beta": "beta-secret-9876543210"}
 BUDGET = 20_000  # pytest-6197's first 60 turns hold ~60k tokens: compaction must happen
 TURNS = 60
-LLM_TIME = 0.2  # the model's own time per call (see watcher.bench.adapters)
+LLM_TIME = 0.2  # the model's own time per call (see watcher.eval.bench.adapters)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from watcher.replay import DaemonProcess
+from watcher.eval.harness import DaemonProcess
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "INTEGRATIONS.md"
 SNIPPETS = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
@@ -26,7 +26,9 @@ def offline_model() -> Any:
     class Done(Model):
         async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
             text = ResponseOutputText(text="Done.", type="output_text", annotations=[])
-            msg = ResponseOutputMessage(id="m", role="assistant", status="completed", type="message", content=[text])
+            msg = ResponseOutputMessage(
+                id="m", role="assistant", status="completed", type="message", content=[text]
+            )
             return ModelResponse(output=[msg], usage=Usage(), response_id=None)
 
         def stream_response(self, *args: Any, **kwargs: Any) -> Any:

@@ -7,8 +7,8 @@ from typing import Any
 
 from ipc import AgentLink, Transcript
 from ipc.protocol import Proposal
-from watcher.bench.adapters import Chat, approx_tokens
-from watcher.replay import DaemonProcess
+from watcher.eval.bench.adapters import Chat, approx_tokens
+from watcher.eval.harness import DaemonProcess
 
 
 async def archive_some(

@@ -8,19 +8,20 @@ from typing import Any
 import pytest
 
 from ipc import SyncAgentLink
-from watcher.bench.adapters import Chat, approx_tokens
-from watcher.bench.players import play_miniswe
-from watcher.replay import DaemonProcess
+from watcher.eval.bench.adapters import Chat, approx_tokens
+from watcher.eval.bench.players import play_miniswe
+from watcher.eval.harness import DaemonProcess
 
 BUDGET = 20_000
 LLM_TIME = 0.2
+RESERVE = 0.3  # an adapter never waits: keep room for the digest latency (docs/INTEGRATIONS.md)
 
 
 @pytest.mark.parametrize("mode", ["agent", "model"])
 async def test_miniswe_keeps_the_window(
     mode: str, token_daemon: DaemonProcess, turns: list[list[Chat]], tokens: dict[str, str], mcp_client: Any
 ) -> None:
-    link = SyncAgentLink(token_daemon.endpoint, "alpha", BUDGET, token=tokens["alpha"])
+    link = SyncAgentLink(token_daemon.endpoint, "alpha", BUDGET, token=tokens["alpha"], reserve=RESERVE)
     link.connect()
     try:
         played = play_miniswe(link, turns, mode=mode, llm_time=LLM_TIME, count=approx_tokens)

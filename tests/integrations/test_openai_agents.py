@@ -6,18 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from ipc import AgentLink
-from watcher.bench.adapters import Chat, approx_tokens
-from watcher.bench.players import play_openai_agents
-from watcher.replay import DaemonProcess
+from watcher.eval.bench.adapters import Chat, approx_tokens
+from watcher.eval.bench.players import play_openai_agents
+from watcher.eval.harness import DaemonProcess
 
 BUDGET = 20_000
 LLM_TIME = 0.2
+RESERVE = 0.3  # an adapter never waits: keep room for the digest latency (docs/INTEGRATIONS.md)
 
 
 async def test_input_filter_keeps_every_call_in_the_window(
     token_daemon: DaemonProcess, turns: list[list[Chat]], tokens: dict[str, str], mcp_client: Any
 ) -> None:
-    async with AgentLink(token_daemon.endpoint, "alpha", BUDGET, token=tokens["alpha"]) as link:
+    async with AgentLink(
+        token_daemon.endpoint, "alpha", BUDGET, token=tokens["alpha"], reserve=RESERVE
+    ) as link:
         played = await play_openai_agents(link, turns, mode="filter", llm_time=LLM_TIME, count=approx_tokens)
         assert link.reattaches == 0
     steps = sum(1 for turn in turns[1:] for m in turn if m["role"] == "assistant")
@@ -36,7 +39,9 @@ async def test_input_filter_keeps_every_call_in_the_window(
 async def test_session_stores_the_compacted_history(
     token_daemon: DaemonProcess, turns: list[list[Chat]], tokens: dict[str, str]
 ) -> None:
-    async with AgentLink(token_daemon.endpoint, "alpha", BUDGET, token=tokens["alpha"]) as link:
+    async with AgentLink(
+        token_daemon.endpoint, "alpha", BUDGET, token=tokens["alpha"], reserve=RESERVE
+    ) as link:
         played = await play_openai_agents(link, turns[:31], mode="session", llm_time=LLM_TIME)
     assert not played.invalid, played.invalid[:3]
     assert played.applied  # digests went into the stored history between runs

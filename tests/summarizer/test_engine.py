@@ -15,10 +15,10 @@ from summarizer.engine import (
     EngineSettings,
     GenerationTimeout,
     LlamaEngine,
-    ModelError,
     _lookup,
     _repeating,
 )
+from summarizer.gguf import ModelError
 
 PROSE = (
     "I looked at the failing test in tests/test_io.py. The reader opens the file in text mode, so "
