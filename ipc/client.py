@@ -402,6 +402,22 @@ class AgentLink:
         nxt = reply.get("next_offset")
         return list(reply.get("hits", [])), nxt if isinstance(nxt, int) else None
 
+    async def compress(
+        self, text: str, *, label: str = "", min_tokens: int = 0, target_tokens: int = 0
+    ) -> dict[str, Any]:
+        """COMPRESS: the daemon archives ``text`` (recallable like any original) and answers with its
+        digest: {compressed, text, ref, section, tokens_before, tokens_after, method}; a text below
+        ``min_tokens`` comes back as it is (compressed false). Reader connections (``reader=True``)."""
+        msg: dict[str, Any] = {"t": T.COMPRESS, "text": text}
+        if label:
+            msg["label"] = label
+        if min_tokens:
+            msg["min_tokens"] = min_tokens
+        if target_tokens:
+            msg["target_tokens"] = target_tokens
+        reply = await self.request(msg)
+        return {k: v for k, v in reply.items() if k not in ("t", "re", "v")}
+
     def side_effect(self) -> int:
         """Record an effect outside the context (a file written, a command run): bumps ``epoch``."""
         self.epoch += 1

@@ -192,3 +192,21 @@ def cmd_bench_load(args: argparse.Namespace) -> int:
     except (BenchError, ValueError) as exc:
         return fail(str(exc))
     return _bench_out(result, args.json)
+
+
+def cmd_bench_adapters(args: argparse.Namespace) -> int:
+    from watcher.eval.bench.adapters_bench import AdapterBenchSettings, run_adapters_bench
+
+    settings = AdapterBenchSettings(
+        trajectory=Path(args.trajectory),
+        history=Path(args.history),
+        turns=args.turns,
+        budget=args.budget,
+        llm_time=args.llm_time,
+        rounds=args.rounds,
+    )
+    try:
+        result = asyncio.run(run_adapters_bench(settings, progress=lambda m: print(m, file=sys.stderr)))
+    except (OSError, ValueError) as exc:
+        return fail(str(exc))
+    return _bench_out(result, args.json)

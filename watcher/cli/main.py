@@ -17,6 +17,11 @@ def main(argv: list[str] | None = None) -> int:
         from watcher.runtime.paths import default_endpoint
 
         return mcp_main(argv[1:], default_endpoint())
+    if argv[:1] == ["hook"]:  # Claude Code hooks (ipc.integrations.hooks): JSON in, JSON out
+        from ipc.integrations.hooks import main as hook_main
+        from watcher.runtime.paths import default_endpoint
+
+        return hook_main(argv[1:], default_endpoint())
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":

@@ -1,0 +1,109 @@
+"""COMPRESS: a reader (a Claude Code hook) hands the daemon a large text — a tool output — and gets
+its digest back; the original is archived first, under the agent and session, and stays
+recallable (RECALL, ``compactd mcp``) like the originals of any applied proposal.
+
+The digest is deterministic (the summarizer without its model): a hook waits for it, and the model
+is the compaction jobs'. The archive entry is recorded as an applied (acked) proposal that replaced
+one section, so a restart keeps it and the retention policy treats it like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final, Protocol
+
+from ipc.protocol import CompressRequest, Proposal, T
+from ipc.sections import Section
+from summarizer.digest import Item, Summarizer
+from watcher.observe import logs
+from watcher.serve.compactor import next_id
+from watcher.store.store import Store
+
+log = logs.get("compactd.compress")
+
+MIN_TOKENS: Final = 2000  # smaller texts come back as they are
+TARGET_SHARE: Final = 0.2  # default digest size: this share of the text ...
+TARGET_MAX: Final = 1500  # ... at most this many tokens
+
+
+class Host(Protocol):
+    store: Store
+    summarizer: Summarizer
+
+    def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None: ...
+
+
+async def compress(
+    host: Host, agent: str, session: str, req: CompressRequest, ref: int | None
+) -> dict[str, Any]:
+    """The COMPRESSED reply: the digest of ``req.text``, its original archived (durable) first."""
+    count = host.summarizer.count
+    tokens = count(req.text)
+    min_tokens = req.min_tokens or MIN_TOKENS
+    if tokens < min_tokens:
+        return {
+            "t": T.COMPRESSED,
+            "re": ref,
+            "compressed": False,
+            "text": req.text,
+            "tokens_before": tokens,
+            "tokens_after": tokens,
+        }
+    sid = next_id("compactd-t")
+    original = Section(
+        sid,
+        "tool_result",
+        req.text,
+        req.label or "tool",
+        tokens,
+        "low",
+        meta={"label": req.label} if req.label else {},
+    )
+    archive = next_id("a")
+    rows = await asyncio.to_thread(_rows, original)
+    host.store.put_archive(agent, session, archive, (original,), rows)
+    target = req.target_tokens or max(64, min(TARGET_MAX, int(tokens * TARGET_SHARE)))
+    deterministic = Summarizer(None, count=count)
+    digest = await deterministic.digest([Item(sid, "tool_result", req.text, tokens)], archive, target)
+    if digest.tokens >= tokens:  # nothing saved: the text as it is, and no archive entry
+        host.store.drop_unproposed(agent, archive)
+        return {
+            "t": T.COMPRESSED,
+            "re": ref,
+            "compressed": False,
+            "text": req.text,
+            "tokens_before": tokens,
+            "tokens_after": tokens,
+        }
+    section = Section(
+        next_id("compactd-d"),
+        "digest",
+        digest.text,
+        "user",
+        digest.tokens,
+        "high",
+        meta={"archive": archive, "method": digest.method, "sections": "1"},
+    )
+    proposal = Proposal(next_id("p"), 0, (sid,), (section,), tokens, digest.tokens, 0, (archive,))
+    host.store.plan(agent, session, proposal, digest.method)
+    host.store.transition(agent, proposal.proposal, "sent")
+    host.store.transition(agent, proposal.proposal, "acked", reason="compressed for a reader")
+    log.info("compressed", agent=agent, archive=archive, tokens_before=tokens, tokens_after=digest.tokens)
+    return {
+        "t": T.COMPRESSED,
+        "re": ref,
+        "compressed": True,
+        "text": digest.text,
+        "ref": archive,
+        "section": sid,
+        "digest": section.id,
+        "tokens_before": tokens,
+        "tokens_after": digest.tokens,
+        "method": digest.method,
+    }
+
+
+def _rows(original: Section) -> Any:
+    from watcher.store.store import archive_rows
+
+    return archive_rows((original,))
