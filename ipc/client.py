@@ -408,13 +408,8 @@ class AgentLink:
         """COMPRESS: the daemon archives ``text`` (recallable like any original) and answers with its
         digest: {compressed, text, ref, section, tokens_before, tokens_after, method}; a text below
         ``min_tokens`` comes back as it is (compressed false). Reader connections (``reader=True``)."""
-        msg: dict[str, Any] = {"t": T.COMPRESS, "text": text}
-        if label:
-            msg["label"] = label
-        if min_tokens:
-            msg["min_tokens"] = min_tokens
-        if target_tokens:
-            msg["target_tokens"] = target_tokens
+        options = {"label": label, "min_tokens": min_tokens, "target_tokens": target_tokens}
+        msg: dict[str, Any] = {"t": T.COMPRESS, "text": text} | {k: v for k, v in options.items() if v}
         reply = await self.request(msg)
         return {k: v for k, v in reply.items() if k not in ("t", "re", "v")}
 

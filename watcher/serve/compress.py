@@ -41,14 +41,7 @@ async def compress(
     tokens = count(req.text)
     min_tokens = req.min_tokens or MIN_TOKENS
     if tokens < min_tokens:
-        return {
-            "t": T.COMPRESSED,
-            "re": ref,
-            "compressed": False,
-            "text": req.text,
-            "tokens_before": tokens,
-            "tokens_after": tokens,
-        }
+        return _as_is(req, tokens, ref)
     sid = next_id("compactd-t")
     original = Section(
         sid,
@@ -67,14 +60,7 @@ async def compress(
     digest = await deterministic.digest([Item(sid, "tool_result", req.text, tokens)], archive, target)
     if digest.tokens >= tokens:  # nothing saved: the text as it is, and no archive entry
         host.store.drop_unproposed(agent, archive)
-        return {
-            "t": T.COMPRESSED,
-            "re": ref,
-            "compressed": False,
-            "text": req.text,
-            "tokens_before": tokens,
-            "tokens_after": tokens,
-        }
+        return _as_is(req, tokens, ref)
     section = Section(
         next_id("compactd-d"),
         "digest",
@@ -100,6 +86,18 @@ async def compress(
         "tokens_before": tokens,
         "tokens_after": digest.tokens,
         "method": digest.method,
+    }
+
+
+def _as_is(req: CompressRequest, tokens: int, ref: int | None) -> dict[str, Any]:
+    """The reply for a text that stays as it is (too small, or its digest saved nothing)."""
+    return {
+        "t": T.COMPRESSED,
+        "re": ref,
+        "compressed": False,
+        "text": req.text,
+        "tokens_before": tokens,
+        "tokens_after": tokens,
     }
 
 
