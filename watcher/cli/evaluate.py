@@ -204,6 +204,7 @@ def cmd_bench_adapters(args: argparse.Namespace) -> int:
         budget=args.budget,
         llm_time=args.llm_time,
         rounds=args.rounds,
+        overhead_llm_time=args.overhead_llm_time,
     )
     try:
         result = asyncio.run(run_adapters_bench(settings, progress=lambda m: print(m, file=sys.stderr)))

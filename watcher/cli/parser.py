@@ -252,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--llm-time", type=float, default=0.2, help="the model's own seconds per call (default 0.2)"
     )
     ba.add_argument("--rounds", type=int, default=3, help="with/without alternations (default 3)")
+    ba.add_argument(
+        "--overhead-llm-time", type=float, default=0.02, help="model seconds per call, overhead part (0.02)"
+    )
     ba.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     ba.set_defaults(bench_func=cmd_bench_adapters)
 
