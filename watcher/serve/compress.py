@@ -2,9 +2,10 @@
 its digest back; the original is archived first, under the agent and session, and stays
 recallable (RECALL, ``compactd mcp``) like the originals of any applied proposal.
 
-The digest is deterministic (the summarizer without its model): a hook waits for it, and the model
-is the compaction jobs'. The archive entry is recorded as an applied (acked) proposal that replaced
-one section, so a restart keeps it and the retention policy treats it like any other.
+The digest is deterministic (the summarizer without its model, in the digest worker process): a
+hook waits for it, and the model is the compaction jobs'. The archive entry is recorded as an
+applied (acked) proposal that replaced one section, so a restart keeps it and the retention policy
+treats it like any other.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
 from watcher.observe import logs
 from watcher.serve.compactor import next_id
+from watcher.serve.scheduler import FairScheduler
 from watcher.store.store import Store
 
 log = logs.get("compactd.compress")
@@ -29,6 +31,7 @@ TARGET_MAX: Final = 1500  # ... at most this many tokens
 class Host(Protocol):
     store: Store
     summarizer: Summarizer
+    scheduler: FairScheduler
 
     def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None: ...
 
@@ -56,7 +59,7 @@ async def compress(
     rows = await asyncio.to_thread(_rows, original)
     host.store.put_archive(agent, session, archive, (original,), rows)
     target = req.target_tokens or max(64, min(TARGET_MAX, int(tokens * TARGET_SHARE)))
-    deterministic = Summarizer(None, count=count)
+    deterministic = host.scheduler.pool.summarizer(host.summarizer)  # in the worker, off the loop
     digest = await deterministic.digest([Item(sid, "tool_result", req.text, tokens)], archive, target)
     if digest.tokens >= tokens:  # nothing saved: the text as it is, and no archive entry
         host.store.drop_unproposed(agent, archive)

@@ -32,6 +32,7 @@ from watcher.observe import logs
 from watcher.serve.auth import AuthError, Identity, PeerInfo, authenticate
 from watcher.serve.compress import compress
 from watcher.serve.recall import recall
+from watcher.serve.scheduler import FairScheduler
 from watcher.store.store import Store, StoreError
 
 log = logs.get("compactd.readers")
@@ -47,6 +48,7 @@ class Host(Protocol):
     peer_info: PeerInfo
     max_frame: int
     summarizer: Summarizer
+    scheduler: FairScheduler
     tasks: set[asyncio.Task[None]]
 
     def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None: ...

@@ -336,6 +336,7 @@ class Server:
             else:
                 self.readers.by_peer.pop(peer, None)
                 self._hello(peer, msg, ref)
+                self.scheduler.pool.warm(self.summarizer)  # once: its first digest is not a cold start
             return
         if t == T.STATUS:
             self._touch(peer)
