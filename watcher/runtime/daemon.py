@@ -261,6 +261,7 @@ class Daemon:
             logs.configure(new.daemon.log_level, new.daemon.log_format)
         if old.mqtt != new.mqtt:
             self._set_events(new)
-        store = getattr(self.server, "store", None)  # watcher.store.store.Store reads these when it enforces
+        store = getattr(self.server, "store", None)  # watcher.store.retention reads these when it enforces
         if store is not None and old.store != new.store:
-            store.retention_days, store.max_archive_mb = new.store.retention_days, new.store.max_archive_mb
+            store.retention.days = new.store.retention_days
+            store.retention.max_archive_mb = new.store.max_archive_mb

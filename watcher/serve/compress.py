@@ -17,7 +17,6 @@ from ipc.protocol import CompressRequest, Proposal, T
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
 from watcher.observe import logs
-from watcher.serve.compactor import next_id
 from watcher.serve.scheduler import FairScheduler
 from watcher.store.store import Store
 
@@ -45,7 +44,7 @@ async def compress(
     min_tokens = req.min_tokens or MIN_TOKENS
     if tokens < min_tokens:
         return _as_is(req, tokens, ref)
-    sid = next_id("compactd-t")
+    sid, archive, digest_id, pid = host.store.ids.take("compactd-t", "a", "compactd-d", "p")
     original = Section(
         sid,
         "tool_result",
@@ -55,17 +54,16 @@ async def compress(
         "low",
         meta={"label": req.label} if req.label else {},
     )
-    archive = next_id("a")
     rows = await asyncio.to_thread(_rows, original)
-    host.store.put_archive(agent, session, archive, (original,), rows)
+    host.store.archive.put(agent, session, archive, (original,), rows)
     target = req.target_tokens or max(64, min(TARGET_MAX, int(tokens * TARGET_SHARE)))
     deterministic = host.scheduler.pool.summarizer(host.summarizer)  # in the worker, off the loop
     digest = await deterministic.digest([Item(sid, "tool_result", req.text, tokens)], archive, target)
     if digest.tokens >= tokens:  # nothing saved: the text as it is, and no archive entry
-        host.store.drop_unproposed(agent, archive)
+        host.store.archive.drop_unproposed(agent, archive)
         return _as_is(req, tokens, ref)
     section = Section(
-        next_id("compactd-d"),
+        digest_id,
         "digest",
         digest.text,
         "user",
@@ -73,10 +71,10 @@ async def compress(
         "high",
         meta={"archive": archive, "method": digest.method, "sections": "1"},
     )
-    proposal = Proposal(next_id("p"), 0, (sid,), (section,), tokens, digest.tokens, 0, (archive,))
-    host.store.plan(agent, session, proposal, digest.method)
-    host.store.transition(agent, proposal.proposal, "sent")
-    host.store.transition(agent, proposal.proposal, "acked", reason="compressed for a reader")
+    proposal = Proposal(pid, 0, (sid,), (section,), tokens, digest.tokens, 0, (archive,))
+    host.store.proposals.record(agent, session, proposal, digest.method)
+    host.store.proposals.transition(agent, proposal.proposal, "sent")
+    host.store.proposals.transition(agent, proposal.proposal, "acked", reason="compressed for a reader")
     log.info("compressed", agent=agent, archive=archive, tokens_before=tokens, tokens_after=digest.tokens)
     return {
         "t": T.COMPRESSED,
@@ -105,6 +103,6 @@ def _as_is(req: CompressRequest, tokens: int, ref: int | None) -> dict[str, Any]
 
 
 def _rows(original: Section) -> Any:
-    from watcher.store.store import archive_rows
+    from watcher.store.codec import archive_rows
 
     return archive_rows((original,))

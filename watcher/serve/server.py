@@ -52,7 +52,7 @@ from watcher.serve.agents import AgentState, Pending, StagedSnapshot, prepare_pl
 from watcher.serve.auth import AuthError, PeerInfo, authenticate
 from watcher.serve.checkpoints import checkpoint as checkpoint_op
 from watcher.serve.checkpoints import restore as restore_op
-from watcher.serve.compactor import build_proposal, forget, seed_ids
+from watcher.serve.compactor import build_proposal, forget
 from watcher.serve.readers import Readers
 from watcher.serve.recall import check_claim, recall
 from watcher.serve.recovery import Reconciled, reconcile
@@ -154,7 +154,6 @@ class Server:
     ) -> None:
         self.sock = sock
         self.store = store if store is not None else Store.memory()  # watcher.store.store: archive first
-        seed_ids(self.store.next_id_floor())  # ids never repeat across restarts
         self.peer_info = PeerInfo()  # what the transport proves about peers (watcher.serve.auth)
         self._retention_at = 0.0
         self.cfg = cfg
@@ -397,7 +396,8 @@ class Server:
         state = AgentState(hello.agent, hello.session, peer, marks, policy, tokenizer=hello.tokenizer)
         state.planner = eff.planner
         state.scorer = Scorer(score_params(self.cfg.compaction))
-        state.archive = ArchiveView(self.store, ident.agent, hello.session)  # durable, all sessions
+        state.archive = ArchiveView(self.store.archive, ident.agent, hello.session)  # durable, all sessions
+        state.ids = self.store.ids  # refs and proposal ids numbered by the store, never repeated
         self._attach_store(state, hello.resume, ident.method)
         self.agents[hello.agent] = state
         self.by_peer[peer] = state
@@ -430,14 +430,14 @@ class Server:
     def _attach_store(self, state: AgentState, resume: bool, method: str) -> None:
         """Record the attach; settle what a previous connection of this agent left open. A resuming
         agent sends its context next (SNAPSHOT): its session's open proposals are settled then."""
-        self.store.touch(state.agent, state.session, method)
+        self.store.agents.touch(state.agent, state.session, method)
         if resume:
             state.synced = False
-            self.store.expire_open(
+            self.store.proposals.expire_open(
                 state.agent, except_session=state.session, reason="the agent resumed another session"
             )
         else:
-            self.store.expire_open(state.agent, reason="the agent attached afresh")
+            self.store.proposals.expire_open(state.agent, reason="the agent attached afresh")
 
     def tokenizer_name(self) -> str:
         """How the daemon counts sections sent without ``tokens`` (WELCOME.tokenizer)."""
@@ -588,7 +588,7 @@ class Server:
         )
         detail = field(msg, "detail", str, default="", check=lambda d: len(d) <= MAX_DETAIL_LEN)
         if state.pending.pop(pid, None) is None:
-            if self.store.state_of(state.agent, pid) in ("acked", "nacked", "expired"):
+            if self.store.proposals.state_of(state.agent, pid) in ("acked", "nacked", "expired"):
                 return  # a second copy of a re-offered proposal, already settled
             raise ProtocolError(E.UNKNOWN_PROPOSAL, f"NACK: no pending proposal {pid!r}", ref)
         self._settled(state, pid, "nacked", reason=f"{reason}: {detail}" if detail else reason)
@@ -599,7 +599,7 @@ class Server:
 
     def _settled(self, state: AgentState, pid: str, to: str, **kw: Any) -> None:
         try:
-            self.store.transition(state.agent, pid, to, **kw)
+            self.store.proposals.transition(state.agent, pid, to, **kw)
         except TransitionError as exc:  # aged out meanwhile: the agent's context still decides
             log.warning("proposal_transition_refused", agent=state.agent, proposal=pid, error=str(exc))
 
@@ -629,7 +629,7 @@ class Server:
     def _bye(self, state: AgentState, msg: dict[str, Any], ref: int | None) -> None:
         self.by_peer.pop(state.peer, None)
         self.agents.pop(state.agent, None)
-        self.store.expire_open(state.agent, reason="the agent said BYE")  # its archive stays
+        self.store.proposals.expire_open(state.agent, reason="the agent said BYE")  # its archive stays
         log.info("agent_detached", agent=state.agent)
         self.send(state.peer, {"t": T.BYE, "re": ref} if ref is not None else {"t": T.BYE})
         self.on_change()
@@ -908,13 +908,13 @@ class Server:
         """planned → sent, committed before the proposal leaves (its originals already are)."""
         p = pending.proposal
         try:
-            self.store.plan(state.agent, state.session, p, pending.method)
+            self.store.proposals.record(state.agent, state.session, p, pending.method)
             crashpoint("planned")
-            self.store.transition(state.agent, p.proposal, "sent")
+            self.store.proposals.transition(state.agent, p.proposal, "sent")
         except (StoreError, sqlite3.Error):
             log.exception("store_failed", agent=state.agent, proposal=p.proposal)
             with contextlib.suppress(StoreError, sqlite3.Error):
-                self.store.transition(state.agent, p.proposal, "expired", reason="store failure")
+                self.store.proposals.transition(state.agent, p.proposal, "expired", reason="store failure")
             self._abandon(state, pending)
             return False
         return True
@@ -928,16 +928,18 @@ class Server:
         """Age out open proposals of agents that did not come back; apply [store] retention."""
         now = time.time() if now is None else now
         cutoff = now - self.cfg.daemon.agent_timeout_s
-        for agent in self.store.agents_with_open():
+        for agent in self.store.proposals.agents_with_open():
             if agent not in self.agents:
-                n = self.store.expire_open(agent, older_than=cutoff, reason="its agent did not come back")
+                n = self.store.proposals.expire_open(
+                    agent, older_than=cutoff, reason="its agent did not come back"
+                )
                 if n:
                     log.info("proposals_expired", agent=agent, count=n)
         if now - self._retention_at >= RETENTION_EVERY_S:
             self._retention_at = now
-            self.store.retention_days = self.cfg.store.retention_days
-            self.store.max_archive_mb = self.cfg.store.max_archive_mb
-            ev = self.store.enforce_retention(now)
+            self.store.retention.days = self.cfg.store.retention_days
+            self.store.retention.max_archive_mb = self.cfg.store.max_archive_mb
+            ev = self.store.retention.enforce(now)
             if ev.by_age or ev.by_size:
                 log.info("archive_evicted", by_age=ev.by_age, by_size=ev.by_size, bytes=ev.bytes)
 

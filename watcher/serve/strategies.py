@@ -35,7 +35,7 @@ from watcher.planning.planner import (
     oversize_limit,
 )
 from watcher.serve.agents import AgentState, Pending
-from watcher.serve.compactor import archive_first, build_proposal, forget, next_id
+from watcher.serve.compactor import archive_first, build_proposal, forget
 
 NAMES: Final = ("reactive", "masking")
 MASK_KEEP_TURNS: Final = 10  # the paper's window: the last 10 turns keep their observations
@@ -174,7 +174,7 @@ async def build_masking(state: AgentState, p: Planned, summarizer: Summarizer) -
         return None
     masked = set(p.masked)
     archived = tuple(s for s in originals if s.id in masked)
-    ref = next_id("a")
+    ref, pid = state.ids.take("a", "p")
     await archive_first(state, ref, archived)
     out: list[Section] = []
     for s in originals:
@@ -190,7 +190,7 @@ async def build_masking(state: AgentState, p: Planned, summarizer: Summarizer) -
         forget(state, ref)
         return None
     proposal = Proposal(
-        proposal=next_id("p"),
+        proposal=pid,
         base=base,
         replaces=p.ids,
         digest=tuple(out),
