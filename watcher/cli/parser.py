@@ -264,6 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ba.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     ba.set_defaults(bench_func=cmd_bench_adapters)
+    from watcher.eval.bench import signals as bench_signals  # `bench signals` registers itself
+
+    bench_signals.register(benches)
 
     rc = sub.add_parser(
         "recall",
