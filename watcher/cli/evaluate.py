@@ -216,3 +216,21 @@ def parse_agents(text: str) -> tuple[int, ...]:
     if not counts or min(counts) < 1 or list(counts) != sorted(set(counts)):
         raise ValueError(f"--agents takes ascending counts of at least 1: not {text!r}")
     return counts
+
+
+def cmd_bench_adapters(args: argparse.Namespace) -> int:
+    from watcher.eval.bench.adapters_bench import AdapterBenchSettings, run_adapters_bench
+
+    def run() -> dict[str, Any]:
+        settings = AdapterBenchSettings(
+            trajectory=Path(args.trajectory),
+            history=Path(args.history),
+            turns=args.turns,
+            budget=args.budget,
+            llm_time=args.llm_time,
+            rounds=args.rounds,
+            overhead_llm_time=args.overhead_llm_time,
+        )
+        return asyncio.run(run_adapters_bench(settings, progress=lambda m: print(m, file=sys.stderr)))
+
+    return _bench(run, args.json)

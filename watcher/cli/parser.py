@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from watcher.cli.evaluate import (
+    cmd_bench_adapters,
     cmd_bench_crash,
     cmd_bench_fuzz,
     cmd_bench_ingest,
@@ -14,6 +16,8 @@ from watcher.cli.evaluate import (
     cmd_bench_store_sync,
     cmd_bench_summarizer,
 )
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "trajectories"  # beside a checkout
 
 EPILOG = """\
 getting started:
@@ -296,6 +300,22 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio (default 0.15)")
     bp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bp.set_defaults(bench_func=cmd_bench_planner)
+    ba = benches.add_parser(
+        "adapters", help="framework adapters: 60-turn windows and overhead per model call"
+    )
+    ba.add_argument("--trajectory", default=str(SHARED / "mini-swe-agent/pytest-dev__pytest-6197.traj.json"))
+    ba.add_argument("--history", default=str(SHARED / "mini-swe-agent/pylint-dev__pylint-6528.traj.json"))
+    ba.add_argument("--turns", type=int, default=60, help="turns played per adapter (default 60)")
+    ba.add_argument("--budget", type=int, default=20_000, help="the window, in tokens (default 20000)")
+    ba.add_argument(
+        "--llm-time", type=float, default=0.2, help="the model's own seconds per call (default 0.2)"
+    )
+    ba.add_argument("--rounds", type=int, default=3, help="with/without alternations (default 3)")
+    ba.add_argument(
+        "--overhead-llm-time", type=float, default=0.02, help="model seconds per call, overhead part (0.02)"
+    )
+    ba.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    ba.set_defaults(bench_func=cmd_bench_adapters)
     from watcher.eval.bench import signals as bench_signals  # `bench signals` registers itself
 
     bench_signals.register(benches)
@@ -317,4 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory")
     rc.add_argument("--config", metavar="FILE", help="config file (for daemon.state_dir)")
     rc.add_argument("--json", action="store_true", help="print JSON")
+    # integrations (docs/INTEGRATIONS.md): their own argument parsers, in ipc.integrations
+    sub.add_parser("mcp", help="MCP server (stdio): recall/search/expand for one agent; mcp --help")
+    sub.add_parser("hook", help="Claude Code hooks: hook post-tool|pre-compact|session-start (JSON stdin)")
     return p

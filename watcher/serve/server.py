@@ -53,6 +53,7 @@ from watcher.serve.auth import AuthError, PeerInfo, authenticate
 from watcher.serve.checkpoints import checkpoint as checkpoint_op
 from watcher.serve.checkpoints import restore as restore_op
 from watcher.serve.compactor import build_proposal, forget
+from watcher.serve.readers import Readers
 from watcher.serve.recall import check_claim, recall
 from watcher.serve.recovery import Reconciled, reconcile
 from watcher.serve.scheduler import FairScheduler
@@ -159,6 +160,7 @@ class Server:
         self.summarizer = summarizer
         self.max_frame = cfg.daemon.max_frame_bytes
         self.by_peer: dict[bytes, AgentState] = {}
+        self.readers = Readers(self)  # connections reading an agent's archive only (MCP, hooks)
         self.agents: dict[str, AgentState] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.started = time.time()
@@ -328,7 +330,12 @@ class Server:
         t = msg["t"]
         ref = ref_of(msg)
         if t == T.HELLO:
-            self._hello(peer, msg, ref)
+            if msg.get("reader") is True:  # an archive reader (watcher.readers): no context
+                self.readers.hello(peer, msg, ref)
+            else:
+                self.readers.by_peer.pop(peer, None)
+                self._hello(peer, msg, ref)
+                self.scheduler.pool.warm(self.summarizer)  # once: its first digest is not a cold start
             return
         if t == T.STATUS:
             self._touch(peer)
@@ -336,10 +343,13 @@ class Server:
             return
         if t == T.HEARTBEAT:  # answered always; "attached" tells a client whether we know it
             self._touch(peer)
-            beat: dict[str, Any] = {"t": T.HEARTBEAT, "attached": peer in self.by_peer}
+            known = peer in self.by_peer or peer in self.readers
+            beat: dict[str, Any] = {"t": T.HEARTBEAT, "attached": known}
             if ref is not None:
                 beat["re"] = ref
             self.send(peer, beat)
+            return
+        if self.readers.serve(peer, t, msg, ref):
             return
         name = _HANDLERS.get(t)
         if name is None:
@@ -411,7 +421,7 @@ class Server:
                 "max_frame": self.max_frame,
                 "heartbeat_s": self.cfg.daemon.heartbeat_s,
                 "agent_timeout_s": self.cfg.daemon.agent_timeout_s,
-                "tokenizer": self._tokenizer_name(),
+                "tokenizer": self.tokenizer_name(),
                 "resumed": hello.resume,
             },
         )
@@ -429,7 +439,7 @@ class Server:
         else:
             self.store.proposals.expire_open(state.agent, reason="the agent attached afresh")
 
-    def _tokenizer_name(self) -> str:
+    def tokenizer_name(self) -> str:
         """How the daemon counts sections sent without ``tokens`` (WELCOME.tokenizer)."""
         engine = self.summarizer.engine
         if engine is not None and self.summarizer.count == engine.count_tokens:
