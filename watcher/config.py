@@ -39,6 +39,7 @@ RELEVANCE_METHODS: Final = ("mentions", "bm25", "overlap", "none")  # as watcher
 # what an agent may ask for in HELLO: the planners, plus the baselines replay compares (watcher.strategies)
 REQUESTABLE_PLANNERS: Final = (*PLANNERS, "reactive", "masking")
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
+BACKENDS: Final = ("local", "openai")  # model.backend
 MAX_AGENT_ID_LEN: Final = 128  # as ipc.protocol.MAX_NAME_LEN
 MAX_BUDGET: Final = 100_000_000
 
@@ -87,6 +88,15 @@ class ModelConfig:
     # measured loss of gist quality (docs/BENCHMARKS.md, Summarizer); q8_0 is near-lossless
     weights: str = "q4_0"
     cache_dir: str = ""  # "" = $CACHE_DIRECTORY (systemd), else $XDG_CACHE_HOME/compactd, ~/.cache/compactd
+    # where the model's work runs: "local" (this process, llama.cpp) or "openai" (an OpenAI-compatible
+    # server at url; the local model, if enabled, is the fallback). summarizer.remote
+    backend: str = "local"
+    url: str = ""  # the server's API base for backend = "openai", e.g. "http://gpu-box:8000/v1"
+    model: str = ""  # the server's model name ("" = the server's default)
+    api_key_file: str = ""  # a file holding the bearer token ("" = none); an absolute path
+    connect_timeout_s: float = 2.0
+    request_timeout_s: float = 30.0  # one HTTP request at most (a job's deadline may cut it shorter)
+    retries: int = 2  # extra attempts after a network error, a timeout, 408/429/5xx or a garbled answer
 
 
 @dataclass(frozen=True)
@@ -252,6 +262,15 @@ def parse_mqtt_url(url: str) -> tuple[str, int]:
     return parts.hostname, port or 1883
 
 
+def parse_http_url(url: str) -> str:
+    """An OpenAI-compatible API base: http(s)://HOST[:PORT][/PATH], no query; ValueError if not."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f"not http[s]://HOST[:PORT][/PATH]: {url!r}")
+    _ = parts.port  # ValueError on a bad port
+    return url
+
+
 def _topic_ok(t: str) -> bool:
     return bool(t) and not any(c in t for c in "+#\0") and not t.startswith("/") and not t.endswith("/")
 
@@ -287,6 +306,12 @@ _RULES: Final[dict[str, _Rule]] = {
     "model.cache_dir": _Rule(
         "'' (the default cache directory) or an absolute path", lambda v: v == "" or os.path.isabs(v)
     ),
+    "model.backend": _one_of(*BACKENDS),
+    "model.url": _address("'http[s]://HOST[:PORT][/PATH]'", parse_http_url),
+    "model.api_key_file": _Rule("'' (none) or an absolute path", lambda v: v == "" or os.path.isabs(v)),
+    "model.connect_timeout_s": _positive(),
+    "model.request_timeout_s": _positive(),
+    "model.retries": _interval(0, 10),
     "compaction.reserve": _RESERVE,
     "compaction.low_watermark": _interval(0.0, 1.0, open_=True),
     "compaction.policy": _one_of(*POLICIES),
@@ -571,6 +596,9 @@ def _cross_check(cfg: Config, origins: dict[str, str]) -> None:
     if not m.max_tokens < m.n_ctx:
         key, where = _blame(origins, "model.max_tokens", "model.n_ctx")
         raise _error(where, key, f"must satisfy max_tokens < n_ctx, got {m.max_tokens} >= {m.n_ctx}")
+    if m.backend == "openai" and not m.url:
+        key, where = _blame(origins, "model.url", "model.backend")
+        raise _error(where, key, 'must be set when backend = "openai"')
     if bool(d.curve_secret_key_file) != bool(d.curve_allowed_keys_dir):
         key, where = _blame(origins, "daemon.curve_secret_key_file", "daemon.curve_allowed_keys_dir")
         raise _error(where, key, "curve_secret_key_file and curve_allowed_keys_dir must be set together")
