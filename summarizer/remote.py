@@ -238,12 +238,13 @@ class RemoteEngine:
         return out
 
     def close(self) -> None:
+        """Close the local fallback engine (the daemon's shutdown); aclose() closes the HTTP client."""
         if self.fallback is not None:
             self.fallback.close()
 
     async def aclose(self) -> None:
+        """Close the HTTP connections (the fallback engine stays open: close() closes it)."""
         await self._http.aclose()
-        self.close()
 
     # --- HTTP ------------------------------------------------------------------------------------
     async def _call(self, endpoint: str, payload: dict[str, Any], deadline: float) -> Any:
