@@ -181,6 +181,14 @@ RESTART_REQUIRED: Final[frozenset[str]] = frozenset(
         "model.n_threads",
         "model.weights",  # the weights are re-encoded (or not) when the model is first loaded
         "model.cache_dir",
+        # the inference backend is chosen when the model is first loaded
+        "model.backend",
+        "model.url",
+        "model.model",
+        "model.api_key_file",
+        "model.connect_timeout_s",
+        "model.request_timeout_s",
+        "model.retries",
         "metrics.listen",
         "store.synchronous",  # a PRAGMA set when the archive is opened
     }
