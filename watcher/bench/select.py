@@ -12,8 +12,8 @@ lines are kept, whole and verbatim (a leading timestamp dropped), within 1/8 of 
 * ``self_info``: the model's mean surprisal per line (summarizer.select, one prefill);
 * ``goal_gain``: how much more likely a line becomes given GOAL (a second prefill);
 * ``goal_info``: self-information plus goal gain;
-* ``grep+goal_info``: the regex's match lines first (deterministic structure keeps failures), the
-  model ranks the rest.
+* ``grep+self_info``, ``grep+goal_info``: the regex's match lines first, newest first (deterministic
+  structure keeps the failures), the model ranks the rest.
 
 Speed: scoring tok/s against the same machine's prefill tok/s (the digest engine's plain prefill of
 the same text), in RUNS interleaved rounds (median and range). Cases whose text exceeds
@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Any, Final
 
 from summarizer.engine import EngineSettings, LlamaEngine, ModelError
-from summarizer.select import LineScores, line_text, score_lines, select, verbatim
+from summarizer.select import NEUTRAL_PREFIX, LineScores, line_text, score_lines, select, verbatim
 from summarizer.weights import normalize as normalize_weights
 
 DEFAULT_CASES: Final = Path(__file__).resolve().parents[3] / "shared" / "cilogbench"
 DEFAULT_GOAL: Final = "find why the CI job failed"
 ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 GREP_RE = re.compile(r"error|failed|failure|traceback|exception|assert|panic|exit code|##\[error\]", re.I)
-MODEL_METHODS: Final = ("self_info", "goal_gain", "goal_info", "grep+goal_info")
+MODEL_METHODS: Final = ("self_info", "goal_gain", "goal_info", "grep+self_info", "grep+goal_info")
 RULE_METHODS: Final = ("tail", "grep")
 RECALL_MARGIN: Final = 0.05  # the goal: the model keeps >= 0.05 more signal recall
 
@@ -126,6 +126,7 @@ def rankings(sc: LineScores) -> dict[str, tuple[list[float], list[int]]]:
         "self_info": (info, []),
         "goal_gain": (gain, []),
         "goal_info": (both, []),
+        "grep+self_info": (info, matches),
         "grep+goal_info": (both, matches),
     }
 
@@ -142,9 +143,9 @@ async def _speed(engine: LlamaEngine, texts: Sequence[str], runs: int) -> dict[s
     data = "".join(pieces)
     prefill, scoring = [], []
     for _ in range(runs):
-        g = await engine.generate("Log excerpt:\n", data, "", max_tokens=1, timeout_s=600)
+        g = await engine.generate(NEUTRAL_PREFIX, data, "", max_tokens=1, timeout_s=600)
         prefill.append((g.prompt_tokens - g.reused_tokens) / g.prefill_s)
-        s = await engine.score("Log excerpt:\n", pieces, timeout_s=600)
+        s = await engine.score(NEUTRAL_PREFIX, pieces, timeout_s=600)
         scoring.append(s.evaluated / s.seconds)
     ratio = [s / p for s, p in zip(scoring, prefill, strict=True)]
     return {
