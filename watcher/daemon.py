@@ -12,7 +12,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import zmq
 import zmq.asyncio
@@ -69,6 +69,32 @@ def load_engine(cfg: Config) -> LlamaEngine | None:
     if engine.weights_error:  # the shipped file works (slower): say why the faster one is not used
         log.warning("weights_fallback", weights=settings.weights, model=path, error=engine.weights_error)
     return engine
+
+
+def backend_for(cfg: Config, engine: LlamaEngine | None) -> LlamaEngine | None:
+    """What the Summarizer runs on: the local engine, or for ``model.backend = "openai"`` the remote
+    server with the local engine (if any) as its fallback (summarizer.remote)."""
+    m = cfg.model
+    if m.backend != "openai":
+        return engine
+    from summarizer.remote import RemoteEngine, RemoteSettings
+
+    remote = RemoteSettings(
+        m.url, m.model, m.api_key_file, m.connect_timeout_s, m.request_timeout_s, m.retries
+    )
+    settings = (
+        engine.settings
+        if engine
+        else EngineSettings("", m.n_ctx, max_tokens=m.max_tokens, timeout_s=m.timeout_s)
+    )
+    try:
+        backend = RemoteEngine(remote, engine, settings)
+    except ModelError as exc:  # the api key file is unreadable: say so, run on the local model
+        log.error("remote_backend_unavailable", url=m.url, error=str(exc))
+        return engine
+    # RemoteEngine implements every method the Summarizer calls (summarizer.backend.Backend); the cast
+    # goes when Summarizer's engine is typed as a Backend
+    return cast(LlamaEngine, backend)
 
 
 def weights_status(engine: LlamaEngine | None) -> dict[str, str] | None:
@@ -171,7 +197,7 @@ class Daemon:
             except StoreError as exc:
                 raise StartupError(str(exc)) from exc
             self.sock = self._bind()
-            summarizer = Summarizer(self.engine, degraded_reason=model_error)
+            summarizer = Summarizer(backend_for(self.cfg, self.engine), degraded_reason=model_error)
             self.server = Server(self.sock, self.cfg, summarizer, store=self.store)
             self.server.peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
             self.server.status_extra["store"] = self.store.stats
@@ -294,7 +320,7 @@ class Daemon:
         self.server.cfg = new
         if engine is not self.engine:
             retired, self.engine = self.engine, engine
-            self.server.summarizer = Summarizer(engine)
+            self.server.summarizer = Summarizer(backend_for(new, engine))
             self.server.check_degraded()
             if engine is not None:
                 self._spawn(self.server.summarizer.warm(), "model-warm")

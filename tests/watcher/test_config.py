@@ -344,7 +344,12 @@ ERRORS = [
 def test_remote_backend_keys(tmp_path: Path) -> None:
     text = '[model]\nbackend = "openai"\nurl = "http://127.0.0.1:8000/v1"\napi_key_file = "/etc/k"\n'
     m = load(write(tmp_path, text)).model
-    assert (m.backend, m.url, m.api_key_file, m.retries) == ("openai", "http://127.0.0.1:8000/v1", "/etc/k", 2)
+    assert (m.backend, m.url, m.api_key_file, m.retries) == (
+        "openai",
+        "http://127.0.0.1:8000/v1",
+        "/etc/k",
+        2,
+    )
     assert load(write(tmp_path, "")).model.backend == "local"
 
 
