@@ -48,13 +48,25 @@ class Scoring:
     seconds: float
 
 
-def token_logprobs(logits: Any, targets: Any) -> Any:
-    """log p(targets[i]) under logits[i] (rows: positions, columns: the vocabulary), float64."""
-    rows = np.asarray(logits, dtype=np.float32)
-    top = rows.max(axis=1)
-    lse = top.astype(np.float64) + np.log(np.exp(rows - top[:, None]).sum(axis=1, dtype=np.float64))
-    picked = rows[np.arange(len(targets)), np.asarray(targets, dtype=np.intp)].astype(np.float64)
-    return picked - lse
+def token_logprobs(logits: Any, targets: Any, rows: int = 32) -> Any:
+    """log p(targets[i]) under logits[i] (rows: positions, columns: the vocabulary), float64.
+
+    In blocks of ``rows`` positions, exponentiated in place in one reused buffer: the log-softmax over
+    a 49k vocabulary is the only work scoring adds to a prefill, and this halves it (no 100 MB
+    temporaries per 512-token batch)."""
+    logits = np.asarray(logits, dtype=np.float32)
+    targets = np.asarray(targets, dtype=np.intp)
+    out = np.empty(len(targets), dtype=np.float64)
+    buf = np.empty((min(rows, len(targets)), logits.shape[1]), dtype=np.float32)
+    for s in range(0, len(targets), rows):
+        block = logits[s : s + rows]
+        k = len(block)
+        top = block.max(axis=1)
+        np.subtract(block, top[:, None], out=buf[:k])
+        np.exp(buf[:k], out=buf[:k])
+        lse = top.astype(np.float64) + np.log(buf[:k].sum(axis=1, dtype=np.float64))
+        out[s : s + k] = block[np.arange(k), targets[s : s + k]] - lse
+    return out
 
 
 def score_locked(

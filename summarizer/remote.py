@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from summarizer.backend import Backend
 from summarizer.engine import STOP_TEXT, EngineSettings, Generation, LlamaEngine, ModelError
 from summarizer.logprobs import PieceScore, Scoring
 
@@ -312,3 +313,8 @@ class _Retryable(RemoteError):
 
 def _left(deadline: float) -> float:
     return max(0.0, deadline - time.monotonic())
+
+
+def _conforms(local: LlamaEngine, remote: RemoteEngine) -> list[Backend]:
+    """Never called: mypy checks here that both engines implement summarizer.backend.Backend."""
+    return [local, remote]

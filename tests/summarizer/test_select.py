@@ -70,3 +70,14 @@ async def test_every_selected_token_is_a_verbatim_quote_of_its_region(engine: Ll
                 assert all(line in region for line in out.split("\n")), (case.name, name)
                 vocabulary = set(region.split())
                 assert set(out.split()) <= vocabulary  # not one word the region does not have
+
+
+def test_token_logprobs_match_a_float64_log_softmax() -> None:
+    import numpy as np
+
+    from summarizer.logprobs import token_logprobs
+
+    logits = np.random.default_rng(1).standard_normal((70, 1000), dtype=np.float32) * 8
+    targets = np.arange(70) * 13
+    exact = logits[np.arange(70), targets] - np.log(np.exp(logits.astype(np.float64)).sum(axis=1))
+    assert np.abs(token_logprobs(logits, targets) - exact).max() < 1e-5
