@@ -9,6 +9,8 @@ lines are kept, whole and verbatim (a leading timestamp dropped), within 1/8 of 
 * ``tail``: the last lines (recency);
 * ``grep``: lines matching the benchmark's own failure regex with 3 lines before and 8 after,
   newest match first, then the tail (the published grep baseline, inside a budget);
+* ``grep+tail``: the regex's match lines first, newest first, then the tail (the deterministic twin
+  of the hybrids below: same must-keep lines, recency ranks the rest);
 * ``self_info``: the model's mean surprisal per line (summarizer.select, one prefill);
 * ``goal_gain``: how much more likely a line becomes given GOAL (a second prefill);
 * ``goal_info``: self-information plus goal gain;
@@ -41,7 +43,7 @@ DEFAULT_GOAL: Final = "find why the CI job failed"
 ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 GREP_RE = re.compile(r"error|failed|failure|traceback|exception|assert|panic|exit code|##\[error\]", re.I)
 MODEL_METHODS: Final = ("self_info", "goal_gain", "goal_info", "grep+self_info", "grep+goal_info")
-RULE_METHODS: Final = ("tail", "grep")
+RULE_METHODS: Final = ("tail", "grep", "grep+tail")
 RECALL_MARGIN: Final = 0.05  # the goal: the model keeps >= 0.05 more signal recall
 
 
@@ -123,6 +125,7 @@ def rankings(sc: LineScores) -> dict[str, tuple[list[float], list[int]]]:
     return {
         "tail": (rule_ranking(sc.texts, "tail"), []),
         "grep": (rule_ranking(sc.texts, "grep"), []),
+        "grep+tail": (rule_ranking(sc.texts, "tail"), matches),
         "self_info": (info, []),
         "goal_gain": (gain, []),
         "goal_info": (both, []),
