@@ -128,6 +128,9 @@ class RemoteEngine:
             base_url=remote.url.rstrip("/") + "/", headers=headers, timeout=timeout
         )
         self.degraded_reason = ""
+        # why this server cannot score ("" = it can): its answers carry no prompt log-probabilities;
+        # not a failure (gists still go to it), scoring runs locally from then on
+        self.scoring_unsupported = ""
         self.consecutive_failures = 0
         self._skip_until = 0.0
         self.counts = {"requests": 0, "retries": 0, "failures": 0, "fallbacks": 0, "skipped": 0}
@@ -200,7 +203,16 @@ class RemoteEngine:
             payload["model"] = self.remote.model
         t0 = time.perf_counter()
         try:
-            scored = piece_scores(await self._call("completions", payload, remote_deadline), data, pieces)
+            if self.scoring_unsupported:
+                raise RemoteError(
+                    f"the server gives no prompt log-probabilities ({self.scoring_unsupported})"
+                )
+            body = await self._call("completions", payload, remote_deadline)
+            try:
+                scored = piece_scores(body, data, pieces)
+            except RemoteError as exc:  # the server works but cannot score: the local model scores
+                self.scoring_unsupported = str(exc)
+                raise
         except RemoteError as exc:
             if self.fallback is None:
                 raise ModelError(f"remote scoring failed and no local model: {exc}") from exc

@@ -267,3 +267,20 @@ async def test_slow_server_without_fallback_gives_up_at_the_deadline(bad: type[B
         finally:
             await eng.aclose()
     assert took < 2.5
+
+
+async def test_a_server_without_prompt_logprobs_scores_locally_and_still_writes_gists(
+    bad: type[BadServer], local: LlamaEngine
+) -> None:
+    no_logprobs = {"choices": [{"text": "x", "logprobs": None, "finish_reason": "length"}]}
+    async with bad([no_logprobs, CHAT_OK]) as srv:
+        eng = remote(srv.url, local)
+        try:
+            first = await eng.score(NEUTRAL_PREFIX, PIECES, timeout_s=60)
+            again = await eng.score(NEUTRAL_PREFIX, PIECES, timeout_s=60)  # not asked again
+            gen = await eng.generate(gist.PREFIX, gist.quote(PROSE), gist.SUFFIX, max_tokens=16, timeout_s=60)
+        finally:
+            await eng.aclose()
+    assert first.tokens == again.tokens > 0 and eng.scoring_unsupported
+    assert srv.requests == 2 and eng.counts["fallbacks"] == 2 and gen.text == "fixed it."
+    assert not eng.degraded_reason
