@@ -248,6 +248,7 @@ class RemoteEngine:
         out: dict[str, float] = dict(self.fallback.stats()) if self.fallback else {}
         out.update({f"remote_{k}": v for k, v in self.counts.items()})
         out["remote_degraded"] = 1 if self.degraded_reason else 0
+        out["remote_scores"] = 0 if self.scoring_unsupported else 1  # 0: the local model scores
         return out
 
     def close(self) -> None:
