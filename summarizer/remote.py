@@ -166,15 +166,22 @@ class RemoteEngine:
         if self.remote.model:
             payload["model"] = self.remote.model
         t0 = time.perf_counter()
+        failure: RemoteError | None
         try:
             body = await self._call("chat/completions", payload, remote_deadline)
             choice = body["choices"][0]
             text = str(choice["message"]["content"] or "")
             reason = str(choice.get("finish_reason") or "stop")
             usage = body.get("usage") or {}
-        except (RemoteError, KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError) as exc:  # JSON, but not a chat completion
+            failure = self._failed(RemoteError(f"malformed chat completion: {exc!r}"))
+        except RemoteError as exc:
+            failure = exc
+        else:
+            failure = None
+        if failure is not None:
             if self.fallback is None:
-                raise ModelError(f"remote model failed and no local model: {exc}") from exc
+                raise ModelError(f"remote model failed and no local model: {failure}") from failure
             self.counts["fallbacks"] += 1
             return await self.fallback.generate(
                 prefix, data, suffix, max_tokens, _left(deadline), prompt_lookup, stop
@@ -270,16 +277,16 @@ class RemoteEngine:
         for attempt in range(self.remote.retries + 1):
             left = _left(deadline)
             if left <= 0.05:
-                return self._failed(RemoteError(f"deadline passed after {attempt} attempt(s)"))
+                raise self._failed(RemoteError(f"deadline passed after {attempt} attempt(s)"))
             self.counts["requests"] += 1
             try:
                 return self._ok(await self._post(endpoint, payload, left))
             except _Retryable as exc:
                 error: RemoteError = exc
             except RemoteError as exc:
-                return self._failed(exc)
+                raise self._failed(exc) from exc
             if attempt == self.remote.retries or _left(deadline) <= delay:
-                return self._failed(error)
+                raise self._failed(error)
             self.counts["retries"] += 1
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             delay *= 2
@@ -311,13 +318,14 @@ class RemoteEngine:
         self.degraded_reason = ""
         return body
 
-    def _failed(self, exc: RemoteError) -> Any:
+    def _failed(self, exc: RemoteError) -> RemoteError:
+        """Count a failed call, back off, say why; returns ``exc`` for the caller to raise."""
         self.counts["failures"] += 1
         self.consecutive_failures += 1
         wait = SKIP_AFTER_FAILURE_S[min(self.consecutive_failures, len(SKIP_AFTER_FAILURE_S)) - 1]
         self._skip_until = time.monotonic() + wait
         self.degraded_reason = f"remote model {self.remote.url} failed ({exc}); local fallback for {wait:g} s"
-        raise exc
+        return exc
 
 
 class _Retryable(RemoteError):

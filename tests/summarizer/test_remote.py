@@ -223,6 +223,7 @@ async def test_server_down_without_a_local_model_loses_nothing() -> None:
         ([(503, ""), (429, "slow down"), CHAT_OK], 3, 0),
         ([(200, "{not json"), (200, "[]"), (200, '{"choices": []}')], 3, 1),  # garbage, every time
         ([(400, '{"error": "bad request"}')], 1, 1),  # a 4xx is not retried
+        ([{"choices": [{"text": "not a chat message"}]}], 1, 1),  # JSON, but not a chat completion
     ],
 )
 async def test_bad_answers(
