@@ -294,6 +294,14 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_USAGE
 
 
+def _emit(result: dict[str, Any], path: str | None) -> None:
+    """Print a benchmark's JSON, and write it to ``path`` if given."""
+    text = json.dumps(result, indent=2, sort_keys=True)
+    if path:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
 def _fail(msg: str, code: int = EXIT_ERROR) -> int:
     print(f"compactd: error: {msg}", file=sys.stderr)
     return code
@@ -518,10 +526,7 @@ def cmd_bench_summarizer(args: argparse.Namespace) -> int:
         result = asyncio.run(run_summarizer_bench(settings))
     except BenchError as exc:
         return _fail(str(exc))
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
+    _emit(result, args.json)
     return EXIT_OK
 
 
@@ -544,10 +549,7 @@ def cmd_bench_select(args: argparse.Namespace) -> int:
         result = asyncio.run(run_select_bench(settings, progress=lambda msg: print(msg, file=sys.stderr)))
     except BenchError as exc:
         return _fail(str(exc))
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
+    _emit(result, args.json)
     missed = [k for k, ok in result["goals"].items() if not ok]
     if missed:
         return _fail("goals missed: " + ", ".join(missed))
