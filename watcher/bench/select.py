@@ -15,7 +15,9 @@ lines are kept, whole and verbatim (a leading timestamp dropped), within 1/8 of 
 * ``goal_gain``: how much more likely a line becomes given GOAL (a second prefill);
 * ``goal_info``: self-information plus goal gain;
 * ``grep+self_info``, ``grep+goal_info``: the regex's match lines first, newest first (deterministic
-  structure keeps the failures), the model ranks the rest.
+  structure keeps the failures), the model ranks the rest;
+* ``grepwin+self_info``: grep's whole windows first (the match and 3 lines before, 8 after, newest
+  match first), the model ranks the rest (where ``grep`` falls back to the tail).
 
 Speed: scoring tok/s against the same machine's prefill tok/s (the digest engine's plain prefill of
 the same text), in RUNS interleaved rounds (median and range). Cases whose text exceeds
@@ -42,7 +44,14 @@ DEFAULT_CASES: Final = Path(__file__).resolve().parents[3] / "shared" / "cilogbe
 DEFAULT_GOAL: Final = "find why the CI job failed"
 ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 GREP_RE = re.compile(r"error|failed|failure|traceback|exception|assert|panic|exit code|##\[error\]", re.I)
-MODEL_METHODS: Final = ("self_info", "goal_gain", "goal_info", "grep+self_info", "grep+goal_info")
+MODEL_METHODS: Final = (
+    "self_info",
+    "goal_gain",
+    "goal_info",
+    "grep+self_info",
+    "grep+goal_info",
+    "grepwin+self_info",
+)
 RULE_METHODS: Final = ("tail", "grep", "grep+tail")
 RECALL_MARGIN: Final = 0.05  # the issue's goal: the model keeps >= 0.05 more signal recall
 
@@ -131,7 +140,22 @@ def rankings(sc: LineScores) -> dict[str, tuple[list[float], list[int]]]:
         "goal_info": (both, []),
         "grep+self_info": (info, matches),
         "grep+goal_info": (both, matches),
+        "grepwin+self_info": (info, windows(sc.texts)),
     }
+
+
+def windows(texts: Sequence[str]) -> list[int]:
+    """The lines of grep's windows (3 before, 8 after each match), newest match first."""
+    out: list[int] = []
+    seen: set[int] = set()
+    n = len(texts)
+    for i in reversed(range(n)):
+        if GREP_RE.search(texts[i]):
+            for j in range(max(0, i - 3), min(n, i + 9)):
+                if j not in seen:
+                    seen.add(j)
+                    out.append(j)
+    return out
 
 
 async def _speed(engine: LlamaEngine, texts: Sequence[str], runs: int) -> dict[str, Any]:
