@@ -33,17 +33,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from summarizer.gguf import ModelError, check_model_file, silence_llama_logs
-from summarizer.logprobs import Scoring, score_locked
+from summarizer.logprobs import Cancelled as _Cancelled
+from summarizer.logprobs import GenerationTimeout, Scoring, score_locked
 from summarizer.weights import convert
 
 REPEAT_PENALTY = 1.1  # llama.cpp's classic repetition penalty over the last REPEAT_LAST_N output tokens
 REPEAT_LAST_N = 64
 STOP_TEXT = ("<|im_end|>", "<|im_start|>")
 _R = TypeVar("_R")
-
-
-class GenerationTimeout(TimeoutError):
-    """Generation ran past its deadline and was stopped between tokens (or prefill chunks)."""
 
 
 @dataclass(frozen=True)
@@ -581,10 +578,6 @@ class _Decoder:
         for s in self.stop:
             result = result.split(s, 1)[0]
         return result.decode("utf-8", "replace").strip()
-
-
-class _Cancelled(Exception):
-    """Raised inside the inference thread when the job was cancelled during prefill."""
 
 
 def _rate(n: float, seconds: float) -> float:

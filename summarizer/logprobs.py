@@ -21,12 +21,38 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from summarizer.engine import LlamaEngine
+
+class GenerationTimeout(TimeoutError):
+    """Generation ran past its deadline and was stopped between tokens (or prefill chunks)."""
+
+
+class Cancelled(Exception):
+    """Raised inside the inference thread when the job was cancelled during prefill."""
+
+
+class Context(Protocol):
+    """What scoring uses of the engine (summarizer.engine.LlamaEngine): its llama.cpp context, the
+    KV state it keeps, and its tokenizer. (A protocol, so that the engine imports this module and
+    not the other way round.)"""
+
+    settings: Any
+    timeouts: int
+    _kv: list[int]
+    _kv_prefix: int
+    _llm: Any
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    def tokenize(self, text: str, special: bool = True) -> list[int]: ...
+
+    def _decode(self, batch: list[int], logits_all: bool) -> None: ...
+
+    def _drop_kv(self, keep: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -70,15 +96,13 @@ def token_logprobs(logits: Any, targets: Any, rows: int = 32) -> Any:
 
 
 def score_locked(
-    engine: LlamaEngine,
+    engine: Context,
     prefix: str,
     pieces: Sequence[str],
     deadline: float,
     cancel: threading.Event,
 ) -> Scoring:
     """Score ``pieces`` after ``prefix`` (the caller holds the engine's lock)."""
-    from summarizer.engine import GenerationTimeout, _Cancelled
-
     t0 = time.perf_counter()
     head = engine.tokenize(prefix, special=True) or engine.tokenize("\n")
     per_piece = [engine.tokenize(p, special=False) if p else [] for p in pieces]
@@ -102,7 +126,7 @@ def score_locked(
         seq = [head[-1], *window]
         for s in range(0, len(seq) - 1, step):
             if cancel.is_set():
-                raise _Cancelled
+                raise Cancelled
             if time.monotonic() > deadline:
                 engine.timeouts += 1
                 raise GenerationTimeout(f"scoring exceeded its deadline at token {w0 + s} of {len(stream)}")
