@@ -237,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bp.set_defaults(bench_func=cmd_bench_planner)
 
+    from ipc.proxy import cli as proxy_cli  # argparse only; the server is imported when it runs
+
+    proxy_cli.add_parser(sub).set_defaults(func=proxy_cli.main)
+
     rc = sub.add_parser(
         "recall",
         help="print an agent's archived originals (reads the state directory; the daemon may be down)",
@@ -274,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_keygen(args)
         if args.command == "recall":
             return cmd_recall(args)
+        if args.command == "proxy":
+            code: int = args.func(args)
+            return code
         if args.command == "bench":
             result: int = args.bench_func(args)
             return result
