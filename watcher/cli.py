@@ -241,6 +241,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     proxy_cli.add_parser(sub).set_defaults(func=proxy_cli.main)
 
+    bpx = benches.add_parser(
+        "proxy",
+        help="a recorded conversation through a real proxy to a real llama-server: the issue-18 goals",
+    )
+    bpx.add_argument(
+        "--trajectory", metavar="FILE", default="", help="default: a 109-turn mini-swe-agent run"
+    )
+    bpx.add_argument("--api", choices=("openai", "anthropic"), default="openai")
+    bpx.add_argument("--turns", type=int, default=100, help="turns replayed after the task (default 100)")
+    bpx.add_argument("--window", type=int, default=32768, help="the model's window in tokens (default 32768)")
+    bpx.add_argument("--no-model", action="store_true", help="run the daemon without its model")
+    bpx.add_argument("--latency-rounds", type=int, default=60, help="100k-token request pairs (default 60)")
+    bpx.add_argument("--turn-interval", type=float, default=0.0, help="the agent's own seconds per turn")
+    bpx.add_argument("--workdir", metavar="DIR", help="keep logs here")
+    bpx.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bpx.set_defaults(bench_func=cmd_bench_proxy)
+
     rc = sub.add_parser(
         "recall",
         help="print an agent's archived originals (reads the state directory; the daemon may be down)",
@@ -645,6 +662,26 @@ def cmd_bench_load(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
         result = asyncio.run(run_load(settings))
+    except (BenchError, ValueError) as exc:
+        return _fail(str(exc))
+    return _bench_out(result, args.json)
+
+
+def cmd_bench_proxy(args: argparse.Namespace) -> int:
+    from watcher.bench.proxy import BenchError, ProxyBenchSettings, run_proxy_bench
+
+    try:
+        settings = ProxyBenchSettings(
+            trajectory=args.trajectory,
+            api=args.api,
+            turns=args.turns,
+            window=args.window,
+            model=not args.no_model,
+            latency_rounds=args.latency_rounds,
+            turn_interval=args.turn_interval,
+            workdir=args.workdir or "",
+        )
+        result = asyncio.run(run_proxy_bench(settings))
     except (BenchError, ValueError) as exc:
         return _fail(str(exc))
     return _bench_out(result, args.json)

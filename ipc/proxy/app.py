@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -48,6 +49,7 @@ class ProxySettings:
     shutdown_s: float = 10.0
     max_conversations: int = 256
     idle_s: float = 3600.0
+    keep_bodies: int = 0  # the last N upstream chat bodies, in memory only (tests, debugging)
 
 
 class Proxy:
@@ -65,6 +67,7 @@ class Proxy:
         self.app.router.add_get("/compactd/status", self._status)
         self.app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner: web.AppRunner | None = None
+        self.sent: deque[tuple[str, bytes]] = deque(maxlen=s.keep_bodies or 1)
 
     async def __aenter__(self) -> Proxy:
         await self.upstream.start()
@@ -79,9 +82,14 @@ class Proxy:
         except BaseException:
             await self._close()
             raise
-        sockets = site._server.sockets if site._server is not None else ()  # type: ignore[union-attr]
-        self.port = sockets[0].getsockname()[1] if sockets else port
-        log.info("proxy_ready listen=%s:%d upstream=%s daemon=%s", host, self.port, self.settings.upstream, self.settings.socket)
+        self.port = int(self._runner.addresses[0][1]) if self._runner.addresses else port
+        log.info(
+            "proxy_ready listen=%s:%d upstream=%s daemon=%s",
+            host,
+            self.port,
+            self.settings.upstream,
+            self.settings.socket,
+        )
         return self
 
     async def __aexit__(
@@ -129,8 +137,11 @@ class Proxy:
                         f"{req.model or 'the model'} is {conv.window}",
                     )
             self.metrics.conversations.set(len(self.conversations.live))
+        out = body if prepared.body is None else prepared.body
+        if self.settings.keep_bodies and name:
+            self.sent.append((name, out))
         overhead = time.perf_counter() - t0
-        response, outcome = await self.upstream.relay(request, api, body if prepared.body is None else prepared.body)
+        response, outcome = await self.upstream.relay(request, api, out)
         self.metrics.record(api, name, prepared, outcome, overhead)
         return response
 

@@ -56,20 +56,48 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--listen", type=_listen, default=("127.0.0.1", 8787), metavar="HOST:PORT",
-                   help="where agents connect (default 127.0.0.1:8787; port 0 picks one)")
-    p.add_argument("--upstream", metavar="URL", default=None,
-                   help="the model provider (default: api.openai.com / api.anthropic.com by API)")
+    p.add_argument(
+        "--listen",
+        type=_listen,
+        default=("127.0.0.1", 8787),
+        metavar="HOST:PORT",
+        help="where agents connect (default 127.0.0.1:8787; port 0 picks one)",
+    )
+    p.add_argument(
+        "--upstream",
+        metavar="URL",
+        default=None,
+        help="the model provider (default: api.openai.com / api.anthropic.com by API)",
+    )
     p.add_argument("--socket", metavar="ENDPOINT", default=None, help="the daemon's ZeroMQ endpoint")
-    p.add_argument("--window", type=_window, action="append", default=[], metavar="MODEL=TOKENS",
-                   help="context window of models whose name starts with MODEL (repeatable)")
-    p.add_argument("--default-window", type=int, default=DEFAULT_WINDOW, metavar="TOKENS",
-                   help=f"window of models not in the table (default {DEFAULT_WINDOW})")
-    p.add_argument("--bust-ratio", type=float, default=1.0,
-                   help="apply a digest inside the cached prefix when it saves this many times the "
-                   "tokens it busts (default 1.0)")
-    p.add_argument("--apply-at", type=float, default=0.85,
-                   help="apply ready digests regardless of the cache from this fraction of the window")
+    p.add_argument(
+        "--window",
+        type=_window,
+        action="append",
+        default=[],
+        metavar="MODEL=TOKENS",
+        help="context window of models whose name starts with MODEL (repeatable)",
+    )
+    p.add_argument(
+        "--default-window",
+        type=int,
+        default=DEFAULT_WINDOW,
+        metavar="TOKENS",
+        help=f"window of models not in the table (default {DEFAULT_WINDOW})",
+    )
+    p.add_argument(
+        "--bust-ratio",
+        type=float,
+        default=1.0,
+        help="apply a digest inside the cached prefix when it saves this many times the "
+        "tokens it busts (default 1.0)",
+    )
+    p.add_argument(
+        "--apply-at",
+        type=float,
+        default=0.85,
+        help="apply ready digests regardless of the cache from this fraction of the window",
+    )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="largest request accepted (default 32)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0, help="seconds for requests in flight")
     return p
@@ -94,8 +122,10 @@ def main(args: argparse.Namespace) -> int:
     try:
         from ipc.proxy.app import Proxy, ProxySettings
     except ImportError as exc:
-        print(f"compactd: error: the proxy needs the proxy extra (pip install 'compactd[proxy]'): {exc}",
-              file=sys.stderr)
+        print(
+            f"compactd: error: the proxy needs the proxy extra (pip install 'compactd[proxy]'): {exc}",
+            file=sys.stderr,
+        )
         return 1
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     try:

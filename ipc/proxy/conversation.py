@@ -168,7 +168,9 @@ class Conversation:
                 continue
             tokens = sum(t for _, t in self._entries())
             busted = rules.busted_tokens(self.previous, p.replaces[0])
-            verdict = rules.decide(self.settings.policy, p.tokens_before - p.tokens_after, busted, tokens, self.window)
+            verdict = rules.decide(
+                self.settings.policy, p.tokens_before - p.tokens_after, busted, tokens, self.window
+            )
             if not verdict:
                 continue  # waits for a later request
             self.pending.remove(p)
@@ -187,7 +189,10 @@ class Conversation:
         digests = sum(1 for sid in self.transcript.ids if sid in self.digests)
         body = None
         if digests:
-            out = [self.digests[s] if s in self.digests else self.raw[self.index_of[s]] for s in self.transcript.ids]
+            out = [
+                self.digests[s] if s in self.digests else self.raw[self.index_of[s]]
+                for s in self.transcript.ids
+            ]
             body = wire.rebuild(req, out)
         return Prepared(
             body,

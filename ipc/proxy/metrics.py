@@ -15,12 +15,20 @@ log = logging.getLogger("compactd.proxy")
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        self.requests = Counter("compactd_proxy_requests", "Requests by API and outcome", ["api", "outcome"], registry=r)
+        self.requests = Counter(
+            "compactd_proxy_requests", "Requests by API and outcome", ["api", "outcome"], registry=r
+        )
         self.tokens_in = Counter("compactd_proxy_tokens_in", "Estimated tokens the agents sent", registry=r)
         self.tokens_out = Counter("compactd_proxy_tokens_out", "Estimated tokens sent upstream", registry=r)
-        self.applied = Counter("compactd_proxy_digests_applied", "Proposals applied, by rule", ["rule"], registry=r)
-        self.kept = Counter("compactd_proxy_cache_kept_tokens", "Prefix tokens repeated byte-identically", registry=r)
-        self.cacheable = Counter("compactd_proxy_cache_prefix_tokens", "Prefix tokens the provider cached", registry=r)
+        self.applied = Counter(
+            "compactd_proxy_digests_applied", "Proposals applied, by rule", ["rule"], registry=r
+        )
+        self.kept = Counter(
+            "compactd_proxy_cache_kept_tokens", "Prefix tokens repeated byte-identically", registry=r
+        )
+        self.cacheable = Counter(
+            "compactd_proxy_cache_prefix_tokens", "Prefix tokens the provider cached", registry=r
+        )
         self.overhead = Histogram(
             "compactd_proxy_overhead_seconds",
             "Time in the proxy per request, upstream time excluded",

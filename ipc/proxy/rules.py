@@ -41,7 +41,7 @@ def busted_tokens(previous: Sequence[Entry], first_replaced: str) -> int:
 
 
 def decide(policy: CachePolicy, saving: int, busted: int, tokens: int, window: int) -> str:
-    """"free", "worth" or "needed" to apply now; "" to wait."""
+    """ "free", "worth" or "needed" to apply now; "" to wait."""
     if busted == 0:
         return "free"
     if tokens >= policy.apply_at * window:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -46,18 +47,22 @@ class Outcome:
     client_gone: bool = False  # the agent disconnected before the answer was written
 
 
-def forward_headers(headers: CIMultiDict[str] | object) -> CIMultiDict[str]:
+def forward_headers(headers: Mapping[str, str]) -> CIMultiDict[str]:
     out: CIMultiDict[str] = CIMultiDict()
-    for k, v in headers.items():  # type: ignore[attr-defined]
+    for k, v in headers.items():  # a multidict: repeated headers stay repeated
         if k.lower() not in HOP:
             out.add(k, v)
     return out
 
 
 class Upstream:
-    def __init__(self, base: str | None, connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0) -> None:
+    def __init__(
+        self, base: str | None, connect_timeout_s: float = 10.0, read_timeout_s: float = 600.0
+    ) -> None:
         self.base = base.rstrip("/") if base else None
-        self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s)
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout_s, sock_read=read_timeout_s
+        )
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
@@ -74,7 +79,9 @@ class Upstream:
     def url(self, api: wire.Api, path_qs: str) -> str:
         return (self.base or DEFAULT_UPSTREAMS[api]) + path_qs
 
-    async def relay(self, request: web.Request, api: wire.Api, body: bytes) -> tuple[web.StreamResponse, Outcome]:
+    async def relay(
+        self, request: web.Request, api: wire.Api, body: bytes
+    ) -> tuple[web.StreamResponse, Outcome]:
         """Send ``body`` upstream and answer ``request`` with what comes back."""
         assert self._session is not None, "Upstream.start() first"
         out = Outcome()
@@ -135,4 +142,6 @@ class Upstream:
 
 
 def error_response(api: wire.Api, status: int, message: str) -> web.Response:
-    return web.Response(status=status, body=wire.error_body(api, status, message), content_type="application/json")
+    return web.Response(
+        status=status, body=wire.error_body(api, status, message), content_type="application/json"
+    )

@@ -59,7 +59,10 @@ def test_error_formats() -> None:
 def test_identity_ignores_moved_cache_control_and_whitespace() -> None:
     keys = identity.Keys()
     plain = b'{"role":"user","content":[{"type":"text","text":"x"}]}'
-    marked = b'{"content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}], "role": "user"}'
+    marked = (
+        b'{"content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}], '
+        b'"role": "user"}'
+    )
     assert keys.key(plain) == keys.key(marked)
     assert keys.key(plain) != keys.key(b'{"role":"user","content":[{"type":"text","text":"y"}]}')
     assert keys.decoded == 3
