@@ -44,6 +44,7 @@ class ProxySettings:
     windows: dict[str, int] = field(default_factory=dict)
     default_window: int = DEFAULT_WINDOW
     policy: CachePolicy = field(default_factory=CachePolicy)
+    reserve: float = 0.5  # the daemon agent's reserve: it plans above (1 - reserve) of the window
     max_body: int = 32 * MIB  # the Anthropic Messages API's own request limit
     too_long: float = 2.0  # refuse requests estimated above this many windows (cannot fit anyway)
     shutdown_s: float = 10.0
@@ -55,7 +56,7 @@ class ProxySettings:
 class Proxy:
     def __init__(self, settings: ProxySettings) -> None:
         self.settings = s = settings
-        link = LinkSettings(s.socket, estimate_tokens, s.policy)
+        link = LinkSettings(s.socket, estimate_tokens, s.policy, s.reserve)
         self.conversations = Conversations(
             link, Windows(s.windows, s.default_window), limit=s.max_conversations, idle_s=s.idle_s
         )
@@ -163,7 +164,7 @@ class Proxy:
                     "messages": len(c.chain),
                     "tokens_upstream": sum(t for _, t in c.previous),
                     "digests": len(c.digests),
-                    "pending_proposals": len(c.pending),
+                    "digests_waiting": len(c.acked),
                     "attached": c.link is not None and not c.broken,
                     "unmirrored": c.broken,
                     "cache_kept_fraction": round(c.stats.kept_fraction, 4),

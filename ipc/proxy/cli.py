@@ -95,8 +95,15 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument(
         "--apply-at",
         type=float,
-        default=0.85,
+        default=0.9,
         help="apply ready digests regardless of the cache from this fraction of the window",
+    )
+    p.add_argument(
+        "--reserve",
+        type=float,
+        default=0.5,
+        help="the daemon plans a compaction above (1 - RESERVE) of the window (default 0.5): early, "
+        "so digests wait ready and go upstream together",
     )
     p.add_argument("--max-body-mb", type=float, default=32.0, help="largest request accepted (default 32)")
     p.add_argument("--shutdown-timeout", type=float, default=10.0, help="seconds for requests in flight")
@@ -113,6 +120,7 @@ def settings_from(args: argparse.Namespace) -> object:
         windows=dict(args.window),
         default_window=args.default_window,
         policy=CachePolicy(args.bust_ratio, args.apply_at),
+        reserve=args.reserve,
         max_body=int(args.max_body_mb * (1 << 20)),
         shutdown_s=args.shutdown_timeout,
     )

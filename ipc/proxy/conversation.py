@@ -75,7 +75,8 @@ class Conversation:
         self.orig_tokens = 0
         self.raw: list[msgspec.Raw] = []  # the latest request's messages
         self.previous: list[rules.Entry] = []  # the previous upstream request (the cached prefix)
-        self.pending: list[Proposal] = []
+        self.wire: list[str] = []  # the section ids of the upstream request's messages, in order
+        self.acked: list[Proposal] = []  # ACKed (the daemon's mirror has them), not yet on the wire
         self.stats = rules.CacheStats()
         self.link: AgentLink | None = None
         self.broken = ""  # why it is no longer mirrored (requests then go upstream unchanged)
@@ -134,6 +135,7 @@ class Conversation:
             return Prepared(None, len(req.messages), len(new))
         self.chain = chain
         for i, sec in enumerate(sections, start):
+            self.wire.append(sec.id)
             self.index_of[sec.id] = i
             self.kinds[sec.id] = sec.kind
             self.tokens[sec.id] = sec.tokens
@@ -150,35 +152,46 @@ class Conversation:
 
     def _entries(self) -> list[rules.Entry]:
         head = [("system", self.system_tokens)] if self.system_tokens else []
-        return head + [(sid, self.tokens[sid]) for sid in self.transcript.ids]
+        return head + [(sid, self.tokens[sid]) for sid in self.wire]
 
     async def _take_proposals(self) -> list[str]:
+        """ACK what the daemon proposed (its mirror shrinks at once, so it plans the next one from
+        there), then put ACKed digests on the wire, oldest first, as the cache rules allow."""
         link = self.link
         if link is None:
             return []
         while not link.proposals.empty():
-            self.pending.append(link.proposals.get_nowait())
-        applied: list[str] = []
-        self._bust_reason = ""
-        for p in list(self.pending):
-            why = self.check(p) or link.context.stale_reason(p)
-            if why:
-                self.pending.remove(p)
-                await link.reject(p, "stale" if link.context.stale_reason(p) else "rejected", why)
-                continue
-            tokens = sum(t for _, t in self._entries())
-            busted = rules.busted_tokens(self.previous, p.replaces[0])
-            verdict = rules.decide(
-                self.settings.policy, p.tokens_before - p.tokens_after, busted, tokens, self.window
-            )
-            if not verdict:
-                continue  # waits for a later request
-            self.pending.remove(p)
+            p = link.proposals.get_nowait()
+            why = self.check(p)
+            if why:  # AgentLink.apply NACKs it (stale or rejected) and says why
+                log.info("proposal_refused conversation=%s proposal=%s reason=%s", self.name, p.proposal, why)
             if await link.apply(p, onto=self):
-                applied.append(verdict)
-                if busted:
-                    self._bust_reason = f"digest applied ({verdict})"
+                self.acked.append(p)
+        self._bust_reason = ""
+        if not self.acked:
+            return []
+        applied: list[str] = []
+        while self.acked and rules.busted_tokens(self.previous, self.acked[0].replaces[0]) == 0:
+            self._wire(self.acked.pop(0))  # never sent upstream as it is: nothing to bust
+            applied.append("free")
+        if self.acked:
+            tokens = sum(t for _, t in self._entries())
+            busted = rules.busted_tokens(self.previous, self.acked[0].replaces[0])
+            saving = sum(p.tokens_before - p.tokens_after for p in self.acked)
+            verdict = rules.decide(self.settings.policy, saving, busted, tokens, self.window)
+            if verdict:  # all at once: one cache miss for all of them
+                self._bust_reason = f"digest applied ({verdict})"
+                while self.acked:
+                    self._wire(self.acked.pop(0))
+                    applied.append(verdict)
         return applied
+
+    def _wire(self, p: Proposal) -> None:
+        start = self.wire.index(p.replaces[0])
+        stop = start + len(p.replaces)
+        if self.wire[start:stop] != list(p.replaces):  # cannot happen: acked in order, on this list
+            raise AdapterError(f"proposal {p.proposal} does not fit the upstream message list")
+        self.wire[start:stop] = [d.id for d in p.digest]
 
     def _build(self, req: wire.ChatRequest, new: int, applied: list[str]) -> Prepared:
         entries = self._entries()
@@ -186,13 +199,10 @@ class Conversation:
         if self.previous:
             kept, cacheable = self.stats.record(self.previous, entries, self._bust_reason)
         self.previous = entries
-        digests = sum(1 for sid in self.transcript.ids if sid in self.digests)
+        digests = sum(1 for sid in self.wire if sid in self.digests)
         body = None
         if digests:
-            out = [
-                self.digests[s] if s in self.digests else self.raw[self.index_of[s]]
-                for s in self.transcript.ids
-            ]
+            out = [self.digests[s] if s in self.digests else self.raw[self.index_of[s]] for s in self.wire]
             body = wire.rebuild(req, out)
         return Prepared(
             body,
@@ -211,7 +221,7 @@ class Conversation:
         why = self.transcript.check(proposal)
         if why:
             return why
-        if self.transcript.ids and self.transcript.ids[-1] in proposal.replaces:
+        if self.wire and self.wire[-1] in proposal.replaces:
             return "the latest message stays verbatim"
         for sid in proposal.replaces:
             if self.kinds.get(sid) == "system":

@@ -2,16 +2,18 @@
 
 A provider caches a request's prompt prefix; the next request reuses it as long as its first
 messages are byte-identical. The proxy treats the previous upstream request of a conversation as
-the cached prefix. Applying a digest busts the cache from the first replaced message on, so a
-proposal is applied at a request boundary only when
+the cached prefix. Applying a digest busts the cache from the first replaced message on.
+
+A proposal the daemon sends is ACKed at the next request (the daemon's mirror shrinks, so it plans
+the next one from there), but put on the wire only at a request boundary where
 
 * it busts nothing (its messages were never sent upstream as they are), or
-* the saving is worth the bust: ``saving >= bust_ratio * busted`` tokens, or
+* the saving of all ACKed digests is worth the bust: ``saving >= bust_ratio * busted`` tokens, or
 * the conversation needs the room: the request would reach ``apply_at`` of the window.
 
-Otherwise it waits (unanswered: a proposal stays valid while its messages are unchanged, and the
-proxy only appends), and is reconsidered at every later request. Every bust is counted with its
-reason, and so are the prefix tokens kept byte-identical from one request to the next."""
+Then all ACKed digests go on the wire at once, oldest first: one cache miss for all of them. Every
+bust is counted with its reason, and so are the prefix tokens kept byte-identical from one request
+to the next."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ Entry = tuple[str, int]  # (message key in the upstream request, its tokens)
 @dataclass(frozen=True)
 class CachePolicy:
     bust_ratio: float = 1.0
-    apply_at: float = 0.85  # of the window
+    apply_at: float = 0.9  # of the window
 
     def __post_init__(self) -> None:
         if self.bust_ratio < 0 or not 0 < self.apply_at <= 1:

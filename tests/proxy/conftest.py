@@ -4,7 +4,6 @@ the proxy itself serving on a loopback port."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -31,7 +30,7 @@ def _need_binary() -> None:
 
 def _serve(server: ModelServer) -> Iterator[ModelServer]:
     try:
-        asyncio.run(server.wait_ready())
+        server.wait()
     except UpstreamError:
         server.stop()
         raise

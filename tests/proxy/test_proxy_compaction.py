@@ -11,10 +11,10 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ipc.adapters import DIGEST_MARK
+DIGEST_PREFIX = "[compactd digest"
 from ipc.proxy.app import Proxy
 from tests.proxy.conftest import proxy_settings
-from watcher.bench.llama_server import LlamaServer
+from watcher.bench.llama_server import ModelServer
 from watcher.replay import DaemonProcess
 
 WINDOW = 3000  # proxy-estimated tokens: a few turns of ~330 fill it
@@ -102,7 +102,10 @@ async def _settle(proxy: Proxy) -> None:
 
 
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
-async def test_digests_go_into_later_requests(api: str, upstream: LlamaServer, daemon: DaemonProcess) -> None:
+async def test_digests_go_into_later_requests(
+    api: str, request: pytest.FixtureRequest, daemon: DaemonProcess
+) -> None:
+    upstream: ModelServer = request.getfixturevalue(f"{api}_upstream")
     settings = proxy_settings(upstream.url, daemon.endpoint, window=WINDOW)
     async with Proxy(settings) as proxy, aiohttp.ClientSession() as http:
         base = f"http://127.0.0.1:{proxy.port}"
@@ -130,8 +133,8 @@ async def test_digests_go_into_later_requests(api: str, upstream: LlamaServer, d
             await _settle(proxy)
         bodies = [json.loads(b) for _, b in proxy.sent]
         assert len(bodies) == 14 and len({name for name, _ in proxy.sent}) == 1  # one conversation
-        with_digest = [b for b in bodies if DIGEST_MARK in json.dumps(b)]
-        assert with_digest, "no digest ever reached the upstream"
+        with_digest = [b for b in bodies if DIGEST_PREFIX in json.dumps(b)]
+        assert with_digest, f"no digest reached the upstream: {proxy.status()} {daemon.log_tail()}"
         for b, sent in zip(bodies, sent_bodies, strict=True):
             if api == "openai":
                 check_openai_body(b)
@@ -144,6 +147,6 @@ async def test_digests_go_into_later_requests(api: str, upstream: LlamaServer, d
         async with http.post(url, json=sent_bodies[-1], headers={"anthropic-version": "2023-06-01"}) as r:
             assert r.status == 200
         if proxy.metrics.applied.labels("free")._value.get() == applied and not any(
-            c.pending for c in proxy.conversations
+            c.acked for c in proxy.conversations
         ):
             assert proxy.sent[-1][1] == proxy.sent[-2][1]

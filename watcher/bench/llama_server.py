@@ -62,15 +62,21 @@ class ModelServer:
         except OSError:
             return False
 
-    async def wait_ready(self, limit_s: float = 120.0) -> None:
+    def wait(self, limit_s: float = 120.0) -> None:
+        """Block until the server answers (or raise UpstreamError)."""
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise UpstreamError(f"{self.log_path.stem} exited with {self.proc.returncode}: {self.log_tail()}")
-            if await asyncio.to_thread(self._healthy):
+                raise UpstreamError(
+                    f"{self.log_path.stem} exited with {self.proc.returncode}: {self.log_tail()}"
+                )
+            if self._healthy():
                 return
-            await asyncio.sleep(0.2)
+            time.sleep(0.2)
         raise UpstreamError(f"{self.log_path.stem} not ready after {limit_s:g} s: {self.log_tail()}")
+
+    async def wait_ready(self, limit_s: float = 120.0) -> None:
+        await asyncio.to_thread(self.wait, limit_s)
 
     def log_tail(self) -> str:
         return self.log_path.read_text(errors="replace")[-2000:]
