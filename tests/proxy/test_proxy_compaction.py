@@ -11,12 +11,12 @@ from typing import Any
 import aiohttp
 import pytest
 
-DIGEST_PREFIX = "[compactd digest"
 from ipc.proxy.app import Proxy
 from tests.proxy.conftest import proxy_settings
 from watcher.bench.llama_server import ModelServer
 from watcher.replay import DaemonProcess
 
+DIGEST_PREFIX = "[compactd digest"  # every digest message starts so
 WINDOW = 3000  # proxy-estimated tokens: a few turns of ~330 fill it
 
 
