@@ -34,7 +34,8 @@ def test_leaf_packages_do_not_import_upward(package: str) -> None:
 def test_client_needs_only_pyzmq_and_msgpack() -> None:
     third_party = set()
     for f in (ROOT / "ipc").rglob("*.py"):
-        third_party |= imported_packages(f)
+        if "proxy" not in f.relative_to(ROOT / "ipc").parts:  # the proxy extra: below
+            third_party |= imported_packages(f)
     assert third_party - {"ipc", "__future__"} <= {
         "asyncio",
         "collections",
@@ -57,3 +58,23 @@ def test_client_needs_only_pyzmq_and_msgpack() -> None:
         "math",
         "abc",
     }
+
+
+PROXY_EXTRA = {"aiohttp", "multidict", "msgspec", "prometheus_client"}  # compactd[proxy]
+
+
+def test_proxy_imports_only_ipc_its_extra_and_the_stdlib() -> None:
+    import sys
+
+    for f in (ROOT / "ipc" / "proxy").rglob("*.py"):
+        outside = imported_packages(f) - {"ipc", "__future__"} - PROXY_EXTRA
+        assert outside <= set(sys.stdlib_module_names), f"{f.relative_to(ROOT)}: {sorted(outside)}"
+
+
+def test_import_ipc_does_not_load_the_proxy() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, ipc; print(sorted(m for m in sys.modules if m.startswith(('ipc.proxy', 'aiohttp'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
