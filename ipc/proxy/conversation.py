@@ -62,9 +62,12 @@ def system_text(system: Any) -> str:
 
 
 class Conversation:
-    def __init__(self, name: str, api: wire.Api, system: Any, window: int, settings: LinkSettings) -> None:
+    def __init__(
+        self, name: str, api: wire.Api, system: msgspec.Raw | None, window: int, settings: LinkSettings
+    ) -> None:
         self.name, self.api, self.window, self.settings = name, api, window, settings
-        text = system_text(system) if api == "anthropic" and system else None
+        decoded = wire.decode_message(system) if system is not None else None
+        text = system_text(decoded) if api == "anthropic" and decoded else None
         self.transcript = Transcript(api, system=text, count=settings.count)
         self.system_tokens = self.transcript.system.tokens if self.transcript.system else 0
         self.chain: list[bytes] = []

@@ -73,10 +73,9 @@ class Keys:
             out.append(h)
         return out
 
-
-def root(api: str, system: Any) -> bytes:
-    """The chain's root: the API and the (Anthropic) system prompt; OpenAI's is a message."""
-    return _h(api.encode(), b"\0", _SORTED.encode(_strip(system)))
+    def root(self, api: str, system: msgspec.Raw | None) -> bytes:
+        """The chain's root: the API and the (Anthropic) system prompt; OpenAI's is a message."""
+        return _h(api.encode(), b"\0", self.key(system) if system is not None else b"")
 
 
 class Index(Generic[C]):

@@ -30,7 +30,10 @@ class Conversations:
     async def prepare(self, req: wire.ChatRequest) -> tuple[Conversation | None, Prepared]:
         if not req.messages:
             return None, Prepared(None)
-        chain = self.keys.chain(identity.root(req.api, req.system), req.messages)
+        root = self.keys.root(req.api, req.system)
+        chain = self._continued(root, req)
+        if chain is None:
+            chain = self.keys.chain(root, req.messages)
         hit = self.index.find(chain)
         if hit is not None and hit[1] == len(hit[0].chain) and hit[0].name in self.live:
             conv, start = hit
@@ -42,6 +45,21 @@ class Conversations:
         prepared = await conv.prepare(req, chain, start)
         self._evict()
         return conv, prepared
+
+    def _continued(self, root: bytes, req: wire.ChatRequest) -> list[bytes] | None:
+        """The fast path: the request repeats, byte for byte, the messages of the conversation its
+        first message belongs to, and appends some; only the new ones are hashed."""
+        hit = self.index.find(self.keys.chain(root, req.messages[:1]))
+        if hit is None:
+            return None
+        conv = hit[0]
+        known, msgs, prev = len(conv.chain), req.messages, conv.raw
+        if not known or len(msgs) < known or len(prev) < known:
+            return None
+        for i in range(known):
+            if msgs[i] != prev[i]:
+                return None
+        return conv.chain + self.keys.chain(conv.chain[-1], msgs[known:])
 
     def _new(self, req: wire.ChatRequest, chain: list[bytes]) -> Conversation:
         name = f"proxy-{chain[0].hex()[:10]}-{next(self._seq)}"

@@ -16,7 +16,6 @@ Api = Literal["openai", "anthropic"]
 PATHS: dict[str, Api] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
 
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
-_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ANY = msgspec.json.Decoder()
 _ENC = msgspec.json.Encoder()
 
@@ -29,34 +28,40 @@ class WireError(ValueError):
         self.status = status
 
 
+class _Body(msgspec.Struct):
+    """What the proxy reads of a chat request, in one pass; every value stays raw JSON."""
+
+    messages: list[msgspec.Raw]
+    model: msgspec.Raw = msgspec.Raw(b'""')
+    stream: msgspec.Raw = msgspec.Raw(b"false")
+    system: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_BODY = msgspec.json.Decoder(_Body)
+
+
 @dataclass(slots=True)
 class ChatRequest:
     api: Api
-    top: dict[str, msgspec.Raw]  # the body's top-level fields, in order, as raw JSON
-    messages: list[msgspec.Raw]  # each message as raw JSON
+    body: bytes  # as it came
+    messages: list[msgspec.Raw]  # each message as raw JSON (views of ``body``)
     model: str
     stream: bool
-    system: Any  # Anthropic's top-level system (str or blocks), decoded; None for OpenAI
+    system: msgspec.Raw | None  # Anthropic's top-level system prompt, raw; None for OpenAI
 
 
 def parse(api: Api, body: bytes) -> ChatRequest:
     try:
-        top = _TOP.decode(body)
+        b = _BODY.decode(body)
+        model, stream = _ANY.decode(b.model), _ANY.decode(b.stream)
+    except msgspec.ValidationError as exc:
+        raise WireError(400, f"invalid request body: {exc}") from None
     except msgspec.DecodeError as exc:
-        raise WireError(400, f"the request body is not a JSON object: {exc}") from None
-    raw = top.get("messages")
-    if raw is None:
-        raise WireError(400, "messages: field required")
-    try:
-        messages = _LIST.decode(raw)
-        model = _ANY.decode(top["model"]) if "model" in top else ""
-        stream = _ANY.decode(top["stream"]) if "stream" in top else False
-        system = _ANY.decode(top["system"]) if api == "anthropic" and "system" in top else None
-    except msgspec.DecodeError as exc:
-        raise WireError(400, f"messages must be a list: {exc}") from None
+        raise WireError(400, f"the request body is not valid JSON: {exc}") from None
     if not isinstance(model, str):
         raise WireError(400, "model must be a string")
-    return ChatRequest(api, top, messages, model, stream is True, system)
+    system = b.system if api == "anthropic" and bytes(b.system) != b"null" else None
+    return ChatRequest(api, body, b.messages, model, stream is True, system)
 
 
 def decode_message(raw: msgspec.Raw | bytes) -> Any:
@@ -70,7 +75,7 @@ def encode(obj: Any) -> bytes:
 def rebuild(req: ChatRequest, messages: list[msgspec.Raw | bytes]) -> bytes:
     """The body with ``messages`` in place of the original ones; every other field byte-identical."""
     parts = [bytes(m) for m in messages]
-    top = dict(req.top)
+    top = _TOP.decode(req.body)  # the top-level fields as raw JSON, in order
     top["messages"] = msgspec.Raw(b"[" + b",".join(parts) + b"]")
     return _ENC.encode(top)
 

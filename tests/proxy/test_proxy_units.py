@@ -72,11 +72,11 @@ def test_identity_ignores_moved_cache_control_and_whitespace() -> None:
 
 def test_index_finds_the_longest_known_prefix() -> None:
     keys, index = identity.Keys(), identity.Index[str]()
-    root = identity.root("openai", None)
+    root = keys.root("openai", None)
     msgs = [json.dumps({"role": "user", "content": str(i)}).encode() for i in range(5)]
     index.add("a", keys.chain(root, msgs[:3]), 0)
     assert index.find(keys.chain(root, msgs)) == ("a", 3)
-    assert index.find(keys.chain(identity.root("anthropic", None), msgs)) is None  # other API
+    assert index.find(keys.chain(keys.root("anthropic", None), msgs)) is None  # other API
     assert index.find(keys.chain(root, msgs[1:])) is None
 
 

@@ -1,5 +1,6 @@
 """`compactd bench proxy`: a recorded conversation replayed through a real `compactd proxy` to a
-real upstream (llama.cpp's llama-server on the SmolLM2 GGUF), with a real daemon behind the proxy.
+real upstream on the SmolLM2 GGUF (llama-cpp-python's server for the OpenAI API, llama.cpp's
+llama-server for the Anthropic Messages API), with a real daemon behind the proxy.
 
 Replay: the trajectory becomes a provider conversation (watcher.bench.chats); turn by turn the
 history grows by the recorded messages and is POSTed through the proxy, as an agent would (the
@@ -36,7 +37,7 @@ from typing import Any
 import aiohttp
 
 from watcher.bench.chats import anthropic_turns, openai_turns
-from watcher.bench.llama_server import LlamaServer, UpstreamError
+from watcher.bench.llama_server import LlamaCppPythonServer, LlamaServer, ModelServer, UpstreamError
 from watcher.replay import running_daemon
 from watcher.scorecard import percentile
 from watcher.trajectories import Trajectory, load
@@ -104,8 +105,17 @@ class ProxyProcess:
 
 
 @contextlib.asynccontextmanager
-async def _stack(s: ProxyBenchSettings, work: Path) -> AsyncIterator[tuple[LlamaServer, ProxyProcess]]:
-    upstream = LlamaServer(work, ctx=s.window)
+async def _stack(s: ProxyBenchSettings, work: Path) -> AsyncIterator[tuple[ModelServer, ProxyProcess]]:
+    # OpenAI: llama-cpp-python's server; Anthropic Messages: llama.cpp's llama-server
+    upstream: ModelServer
+    try:
+        upstream = (
+            LlamaServer(work, ctx=s.window)
+            if s.api == "anthropic"
+            else LlamaCppPythonServer(work, ctx=s.window)
+        )
+    except UpstreamError as exc:
+        raise BenchError(str(exc)) from None
     try:
         await upstream.wait_ready()
         async with running_daemon(work, None, s.model) as daemon:
