@@ -246,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a recorded conversation through a real proxy to a real llama-server: the issue-18 goals",
     )
     bpx.add_argument(
-        "--trajectory", metavar="FILE", default="", help="default: a 109-turn mini-swe-agent run"
+        "--trajectory", metavar="FILE", default="", help="default: a 130-turn mini-swe-agent run"
     )
     bpx.add_argument("--api", choices=("openai", "anthropic"), default="openai")
     bpx.add_argument("--turns", type=int, default=100, help="turns replayed after the task (default 100)")

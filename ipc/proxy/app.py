@@ -129,12 +129,12 @@ class Proxy:
                 conv, prepared = None, Prepared(None)
             if conv is not None:
                 name = conv.name
-                if prepared.tokens_in > self.settings.too_long * conv.window:
+                if prepared.tokens_out > self.settings.too_long * conv.window:
                     self.metrics.requests.labels(api, "400").inc()
                     return error_response(
                         api,
                         400,
-                        f"prompt is too long: about {prepared.tokens_in} tokens, the context window of "
+                        f"prompt is too long: about {prepared.tokens_out} tokens, the context window of "
                         f"{req.model or 'the model'} is {conv.window}",
                     )
             self.metrics.conversations.set(len(self.conversations.live))

@@ -149,7 +149,8 @@ class Conversation:
                 await self.link.append(*sections)
             except LinkError as exc:
                 self._lose(f"the daemon refused the messages: {exc}")
-                return Prepared(None, len(req.messages), len(new), self.orig_tokens + self.system_tokens)
+                total = self.orig_tokens + self.system_tokens
+                return Prepared(None, len(req.messages), len(new), total, total)
         applied = await self._take_proposals()
         return self._build(req, len(new), applied)
 

@@ -2,7 +2,7 @@
 its messages start with that conversation's messages.
 
 Each message gets a key: the hash of its canonical JSON (keys sorted, ``cache_control`` markers
-left out, since clients move them from turn to turn). Keys are chained (``h_i = H(h_{i-1}, key_i)``,
+left out, since clients move them from turn to turn; a string content as its one text block). Keys are chained (``h_i = H(h_{i-1}, key_i)``,
 rooted in the API and the system prompt), and the index maps every chain hash to the conversation
 and position it ends at. A request's longest chain hash found in the index names its conversation.
 The agent only ever sends its own messages, never the proxy's digests, so identity is by the
@@ -35,9 +35,15 @@ def _h(*parts: bytes | memoryview | msgspec.Raw) -> bytes:
 
 
 def _strip(obj: Any) -> Any:
-    """``obj`` without cache_control markers (on the message and its content blocks)."""
+    """``obj`` without cache_control markers (on the message and its content blocks), and with a
+    string content as the one text block it means (clients send either, and both APIs read them
+    alike; Claude Code turns the last message's string into a block to mark it)."""
     if isinstance(obj, dict):
-        return {k: _strip(v) for k, v in obj.items() if k != "cache_control"}
+        return {
+            k: _strip([{"type": "text", "text": v}] if k == "content" and isinstance(v, str) else v)
+            for k, v in obj.items()
+            if k != "cache_control"
+        }
     if isinstance(obj, list):
         return [_strip(v) for v in obj]
     return obj

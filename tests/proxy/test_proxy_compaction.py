@@ -17,14 +17,14 @@ from watcher.bench.llama_server import ModelServer
 from watcher.replay import DaemonProcess
 
 DIGEST_PREFIX = "[compactd digest"  # every digest message starts so
-WINDOW = 3000  # proxy-estimated tokens: a few turns of ~330 fill it
+WINDOW = 1500  # proxy-estimated tokens: a few turns of ~170 fill it
 
 
 def _output(i: int) -> str:
     lines = [
         f"    {j:3d}  def handler_{i}_{j}(request): return compute({i}, {j}, request.args)" for j in range(12)
     ]
-    return f"$ sed -n 1,12p src/module_{i}.py\n" + "\n".join(lines)
+    return f"$ sed -n 1,6p src/module_{i}.py\n" + "\n".join(lines)
 
 
 def openai_turn(i: int) -> list[dict[str, Any]]:

@@ -112,6 +112,9 @@ class LlamaServer(ModelServer):
             "--threads", str(threads),
             "--alias", "smollm2",
             "--no-webui",
+            # llama-server caps a slot at the trained context (8192 for SmolLM2); the proxy
+            # tests need the room, not the quality
+            "--override-kv", f"llama.context_length=int:{max(ctx, 8192)}",
         ]  # fmt: skip
         super().__init__(workdir, cmd, port, "llama-server.log")
 

@@ -42,7 +42,7 @@ from watcher.replay import running_daemon
 from watcher.scorecard import percentile
 from watcher.trajectories import Trajectory, load
 
-DEFAULT_TRAJECTORY = "mini-swe-agent/sphinx-doc__sphinx-9258.traj.json"
+DEFAULT_TRAJECTORY = "mini-swe-agent/sympy__sympy-13091.traj.json"  # 130 turns, the longest
 LATENCY_MODEL = "bench-latency"  # a model name the proxy is told has a 1M window
 WAIT_S = 0.5
 
