@@ -12,9 +12,9 @@ model's answers are not used: the recorded ones are the next turn's). Measured:
 * ``prefix_kept_fraction``: of the prefix tokens the provider could have cached (each request's
   predecessor), the fraction the next request repeated byte-identically; busts are listed by reason;
 * ``added_latency_ms_p99``: a ~100k-token conversation sent alternately straight to the upstream
-  and through the proxy (each round one message longer, as an agent's would be); the paired
-  difference of the wall times, p99. The upstream refuses it (over its context) after reading and
-  tokenizing it, so its own time is small and the same on both paths.
+  and through a proxy (each round one message longer, as an agent's would be), on a path the
+  upstream answers at once (404), so that its own time is ~1 ms on both sides; the paired
+  difference of the wall times, p99 (``proxy_inside_ms_*``: the proxy's own log of the same).
 
 Goals (the issue's): every request accepted and within the window, none waited, prefix kept
 >= 0.95, added latency p99 <= 5 ms. A goal missed exits non-zero."""
@@ -44,6 +44,7 @@ from watcher.trajectories import Trajectory, load
 
 DEFAULT_TRAJECTORY = "mini-swe-agent/sympy__sympy-13091.traj.json"  # 130 turns, the longest
 LATENCY_MODEL = "bench-latency"  # a model name the proxy is told has a 1M window
+PROBE = "/latency-probe"  # a path prefix the upstream answers 404 at once
 WAIT_S = 0.5
 
 
@@ -67,8 +68,10 @@ class ProxyBenchSettings:
 class ProxyProcess:
     """`compactd proxy` as a subprocess; its port is read from its ready line."""
 
-    def __init__(self, workdir: Path, upstream: str, endpoint: str, windows: list[str]) -> None:
-        self.log_path = workdir / "proxy.log"
+    def __init__(
+        self, workdir: Path, upstream: str, endpoint: str, windows: list[str], log_name: str = "proxy.log"
+    ) -> None:
+        self.log_path = workdir / log_name
         cmd = [sys.executable, "-m", "watcher", "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream]
         cmd += ["--socket", endpoint]
         for w in windows:
@@ -105,7 +108,7 @@ class ProxyProcess:
 
 
 @contextlib.asynccontextmanager
-async def _stack(s: ProxyBenchSettings, work: Path) -> AsyncIterator[tuple[ModelServer, ProxyProcess]]:
+async def _stack(s: ProxyBenchSettings, work: Path) -> AsyncIterator[tuple[ModelServer, ProxyProcess, str]]:
     # OpenAI: llama-cpp-python's server; Anthropic Messages: llama.cpp's llama-server
     upstream: ModelServer
     try:
@@ -123,7 +126,7 @@ async def _stack(s: ProxyBenchSettings, work: Path) -> AsyncIterator[tuple[Model
             proxy = ProxyProcess(work, upstream.url, daemon.endpoint, windows)
             try:
                 await proxy.wait_ready()
-                yield upstream, proxy
+                yield upstream, proxy, daemon.endpoint
             finally:
                 code = proxy.stop()
                 if code != 0:
@@ -200,36 +203,45 @@ async def _replay(s: ProxyBenchSettings, http: aiohttp.ClientSession, base: str)
 
 
 async def _latency(
-    s: ProxyBenchSettings, http: aiohttp.ClientSession, direct: str, proxied: str
+    s: ProxyBenchSettings, http: aiohttp.ClientSession, upstream: str, work: Path, endpoint: str
 ) -> dict[str, Any]:
+    """A ~100k-token conversation, one message longer each round, sent alternately straight to
+    the upstream and through a proxy, on a path of the same server that answers at once (404):
+    the upstream's own time is then ~1 ms and the same on both sides, so the paired difference is
+    what the proxy adds (its whole chat path runs: parse, identity, sections to the daemon)."""
     traj = _trajectory(s)
     flat = [m for turn in openai_turns(traj) for m in turn]
     history: list[dict[str, Any]] = []
-    i = 0
     while sum(len(json.dumps(m)) for m in history) < s.latency_tokens * 4:  # ~4 bytes per token
-        history.append(
-            flat[i % len(flat)]
-            if i < len(flat)
-            else {"role": "user", "content": flat[i % len(flat)]["content"] or "x"}
-        )
-        i += 1
-    added: list[float] = []
-    direct_ms: list[float] = []
-    for r in range(s.latency_rounds):
-        history = [*history, {"role": "user", "content": f"round {r}: go on"}]
-        where, body = _request("openai", "", history, LATENCY_MODEL)
-        pair: dict[str, float] = {}
-        for name, base in (
-            (("direct", direct), ("proxy", proxied))
-            if r % 2 == 0
-            else (("proxy", proxied), ("direct", direct))
-        ):
-            t0 = time.perf_counter()
-            async with http.post(base + where, data=body, headers=HEADERS) as resp:
-                await resp.read()
-            pair[name] = (time.perf_counter() - t0) * 1000
-        added.append(pair["proxy"] - pair["direct"])
-        direct_ms.append(pair["direct"])
+        m = flat[len(history) % len(flat)]
+        history.append(m if len(history) < len(flat) else {"role": "user", "content": m["content"] or "x"})
+    direct = upstream + PROBE
+    windows = [f"{LATENCY_MODEL}=1000000"]
+    proxy = ProxyProcess(work, direct, endpoint, windows, log_name="proxy-latency.log")
+    try:
+        await proxy.wait_ready()
+        added: list[float] = []
+        direct_ms: list[float] = []
+        for r in range(s.latency_rounds + 1):
+            history = [*history, {"role": "user", "content": f"round {r}: go on"}]
+            where, body = _request("openai", "", history, LATENCY_MODEL)
+            pair: dict[str, float] = {}
+            order = (("direct", direct), ("proxy", proxy.url))
+            for name, base in order if r % 2 == 0 else order[::-1]:
+                t0 = time.perf_counter()
+                async with http.post(base + where, data=body, headers=HEADERS) as resp:
+                    await resp.read()
+                    if resp.status != 404:
+                        raise BenchError(f"latency probe: expected the upstream's 404, got {resp.status}")
+                pair[name] = (time.perf_counter() - t0) * 1000
+            if r:  # round 0 is the conversation's first sight (every message new): reported apart
+                added.append(pair["proxy"] - pair["direct"])
+                direct_ms.append(pair["direct"])
+            else:
+                first = pair["proxy"] - pair["direct"]
+    finally:
+        proxy.stop()
+    inside = [float(x) for x in re.findall(r"overhead_ms=([0-9.]+)", proxy.log_path.read_text())][1:]
     return {
         "latency_request_bytes": len(body),
         "latency_rounds": s.latency_rounds,
@@ -237,7 +249,10 @@ async def _latency(
         "added_latency_ms_p99": round(percentile(added, 99), 3),
         "added_latency_ms_min": round(min(added), 3),
         "added_latency_ms_max": round(max(added), 3),
+        "added_latency_ms_first_sight": round(first, 3),
         "direct_ms_p50": round(percentile(direct_ms, 50), 3),
+        "proxy_inside_ms_p50": round(percentile(inside, 50), 3),
+        "proxy_inside_ms_p99": round(percentile(inside, 99), 3),
     }
 
 
@@ -261,13 +276,13 @@ async def run_proxy_bench(s: ProxyBenchSettings) -> dict[str, Any]:
         work.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         async with (
-            _stack(s, work) as (upstream, proxy),
+            _stack(s, work) as (upstream, proxy, endpoint),
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_read=900)) as http,
         ):
             replay = await _replay(s, http, proxy.url)
             async with http.get(proxy.url + "/compactd/status") as r:
                 status = await r.json()
-            latency = await _latency(s, http, upstream.url, proxy.url)
+            latency = await _latency(s, http, upstream.url, work, endpoint)
             async with http.get(proxy.url + "/metrics") as r:
                 waited, overhead_p99 = _waited(await r.text())
         conv: dict[str, Any] = next((c for c in status["conversations"] if c["window"] == s.window), {})
