@@ -2,7 +2,8 @@
 # compactd developer entry point. Every command installs what it needs first (idempotent):
 #   ./dev.sh setup   install system packages (Mosquitto), a venv in .venv, Python deps and the model
 #   ./dev.sh run     setup, then run the daemon in the foreground (extra args go to `compactd run`)
-#   ./dev.sh test    setup, then ruff, mypy (strict) and the test suite
+#   ./dev.sh test    setup, then ruff, mypy (strict), the import contracts (lint-imports), the generated
+#                    config docs (watcher.config.docs --check) and the tests
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -25,7 +26,7 @@ export CMAKE_ARGS=${CMAKE_ARGS:-"$(llama_flags)"}
 # llama-server (llama.cpp's own HTTP server: OpenAI chat completions and the Anthropic Messages API),
 # built from the sources vendored in the llama-cpp-python sdist of the version pyproject pins: the
 # real upstream the proxy tests talk to. Only that target, static, no web UI, no HTTPS, with the
-# flags above; cached by version + flags, so it is built once per machine (~6 min on 2 cores).
+# flags above; cached by version + flags, so it is built once per machine (~10 min on 2 idle cores).
 LLAMA_CPP_PY_VERSION=$(sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
 llama_server_path() {
   local key
@@ -85,6 +86,8 @@ case "$cmd" in
     "$VENV/bin/ruff" check ipc watcher summarizer tests
     "$VENV/bin/ruff" format --check ipc watcher summarizer tests
     "$VENV/bin/mypy"
+    "$VENV/bin/lint-imports"  # the rooms' import directions and no cycles ([tool.importlinter])
+    "$VENV/bin/python" -m watcher.config.docs --check  # README config table + example generated from the schema
     exec "$VENV/bin/python" -m pytest -q "$@"
     ;;
   *) echo "usage: ./dev.sh [setup|run|test] [args...]" >&2; exit 2 ;;

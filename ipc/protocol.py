@@ -218,7 +218,9 @@ class Hello:
     policy: str | None
     resume: bool  # the client keeps its context and will resync (e.g. after a daemon restart)
     versions: tuple[int, ...] = (PROTOCOL_VERSION,)  # protocol versions the client speaks
-    planner: str | None = None  # requested compaction strategy; the daemon's config decides (watcher.config)
+    planner: str | None = (
+        None  # requested compaction strategy; the daemon's config decides (watcher.config.settings)
+    )
 
 
 def negotiate(offered: tuple[int, ...], ref: int | None = None) -> int:

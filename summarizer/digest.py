@@ -28,8 +28,9 @@ from dataclasses import dataclass, field, replace
 
 from summarizer import gist
 from summarizer.compressors import compress, head_tail
-from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine, ModelError
+from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine
 from summarizer.facts import extract_facts, extract_statements, without_echoes
+from summarizer.gguf import ModelError
 from summarizer.safety import defang, instruction_like, redact
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})

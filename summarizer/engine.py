@@ -21,7 +21,6 @@ llama.cpp's decode loop itself (not ``create_completion``) so that
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import threading
 import time
@@ -33,21 +32,13 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-# llama.cpp's OpenMP threads spin while waiting by default. Next to an agent, its tools and other
-# processes the cores are oversubscribed, and spinning threads starve each other: decoding measured
-# 5-10x slower on a loaded 2-core machine (docs/BENCHMARKS.md). Sleep instead, unless the user chose.
-# libgomp reads this once, when llama_cpp is first imported (always after this module).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from summarizer.gguf import ModelError, check_model_file, silence_llama_logs
+from summarizer.weights import convert
 
-GGUF_MAGIC = b"GGUF"
 REPEAT_PENALTY = 1.1  # llama.cpp's classic repetition penalty over the last REPEAT_LAST_N output tokens
 REPEAT_LAST_N = 64
 STOP_TEXT = ("<|im_end|>", "<|im_start|>")
 _R = TypeVar("_R")
-
-
-class ModelError(RuntimeError):
-    """The model cannot be used (missing, unreadable, corrupt); the message names the path."""
 
 
 class GenerationTimeout(TimeoutError):
@@ -84,44 +75,11 @@ class Generation:
     accepted: int = 0  # ... and accepted
 
 
-_silenced = False
-
-
-def silence_llama_logs() -> None:
-    """Route llama.cpp's own stderr chatter to nowhere (our errors are raised, not printed)."""
-    global _silenced  # noqa: PLW0603 - one process-wide C callback
-    if _silenced:
-        return
-    import llama_cpp
-
-    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
-    def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-        return None
-
-    llama_cpp.llama_log_set(_drop, ctypes.c_void_p(0))
-    globals()["_log_callback"] = _drop  # keep a reference: the C side holds a raw pointer
-    _silenced = True
-
-
 def default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return max(1, os.cpu_count() or 1)
-
-
-def check_model_file(path: str) -> None:
-    """Fail early with a clear message: missing, unreadable or not a GGUF file."""
-    p = Path(path)
-    if not p.is_file():
-        raise ModelError(f"model file not found: {path}")
-    try:
-        with p.open("rb") as fh:
-            magic = fh.read(4)
-    except OSError as exc:
-        raise ModelError(f"model file unreadable: {path}: {exc.strerror}") from exc
-    if magic != GGUF_MAGIC:
-        raise ModelError(f"model file is not a GGUF file (bad magic {magic!r}): {path}")
 
 
 def _open(settings: EngineSettings, path: str, n_threads: int) -> Any:
@@ -150,8 +108,6 @@ def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str, str]:
     silence_llama_logs()
     error = ""
     if settings.weights:
-        from summarizer.weights import convert
-
         try:
             path = convert(settings.path, settings.weights, settings.cache_dir or None, n_threads)
         except ModelError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from summarizer.engine import ModelError, check_model_file, silence_llama_logs
+from summarizer.gguf import ModelError, check_model_file, silence_llama_logs
 
 
 def load_counter(path: str) -> Callable[[str], int]:

@@ -18,6 +18,8 @@ import re
 import tempfile
 from pathlib import Path
 
+from summarizer.gguf import ModelError, check_model_file, silence_llama_logs
+
 FORMATS = ("q8_0", "q4_0", "f16", "bf16", "f32")
 SHIPPED = ("", "shipped")  # the model file as it is, not re-encoded
 
@@ -62,8 +64,6 @@ def converted_path(path: str, fmt: str, cache_dir: str | Path | None = None) -> 
 
 def convert(path: str, fmt: str, cache_dir: str | Path | None = None, n_threads: int = 0) -> str:
     """The path of `path` re-encoded as `fmt` (converted now unless cached). Raises ModelError."""
-    from summarizer.engine import ModelError, check_model_file
-
     if fmt not in FORMATS:
         raise ModelError(f"unknown weight format {fmt!r} (one of {', '.join(FORMATS)})")
     check_model_file(path)
@@ -74,8 +74,6 @@ def convert(path: str, fmt: str, cache_dir: str | Path | None = None, n_threads:
     if out.is_file():
         return str(out)
     import llama_cpp
-
-    from summarizer.engine import silence_llama_logs
 
     silence_llama_logs()
     try:

@@ -2,11 +2,12 @@
 its messages start with that conversation's messages.
 
 Each message gets a key: the hash of its canonical JSON (keys sorted, ``cache_control`` markers
-left out, since clients move them from turn to turn; a string content as its one text block). Keys are chained (``h_i = H(h_{i-1}, key_i)``,
-rooted in the API and the system prompt), and the index maps every chain hash to the conversation
-and position it ends at. A request's longest chain hash found in the index names its conversation.
-The agent only ever sends its own messages, never the proxy's digests, so identity is by the
-original history: the proxy's substitutions cannot change it.
+left out, since clients move them from turn to turn; a string content as its one text block).
+Keys are chained (``h_i = H(h_{i-1}, key_i)``, rooted in the API and the system prompt), and the
+index maps every chain hash to the conversation and position it ends at. A request's longest
+chain hash found in the index names its conversation. The agent only ever sends its own messages,
+never the proxy's digests, so identity is by the original history: the proxy's substitutions
+cannot change it.
 
 Hashing the raw bytes first (and remembering raw hash -> canonical key) means a message already
 seen costs one blake2b pass, not a JSON decode."""

@@ -15,12 +15,13 @@ from summarizer.digest import (
     approx_tokens,
     prose_chunks,
 )
-from summarizer.engine import EngineSettings, LlamaEngine, ModelError
+from summarizer.engine import EngineSettings, LlamaEngine
+from summarizer.gguf import ModelError
 from summarizer.tokenizer import load_counter
-from watcher.bench.summarizer import Region, cut_regions
-from watcher.canaries import load_canaries, plant
-from watcher.planner import digest_target
-from watcher.trajectories import load_many
+from watcher.eval.bench.summarizer import Region, cut_regions
+from watcher.eval.canaries import load_canaries, plant
+from watcher.eval.trajectories import load_many
+from watcher.planning.planner import digest_target
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +100,7 @@ def test_long_prose_is_chunked_to_fit_the_model_context() -> None:
         assert all(len(data) <= min(GIST_CHUNK_CHARS, room * 2) for _, data in chunks)
 
 
+@pytest.mark.slow
 async def test_model_digest_is_smaller_keeps_facts_and_has_stable_bytes(
     trajectories: Path, model_path: str, engine: LlamaEngine
 ) -> None:
@@ -162,7 +164,7 @@ async def test_timeout_falls_back_backs_off_and_recovers_on_reload(model_path: s
 async def test_a_region_too_small_to_shrink_is_reported_not_grown_silently() -> None:
     items = [Item("s1", "user", "ok", 1), Item("s2", "assistant", "done", 1)]
     d = await Summarizer(None).digest(items, "a1", 48)
-    assert d.tokens >= d.tokens_before  # the caller (watcher.compactor) drops such a digest
+    assert d.tokens >= d.tokens_before  # the caller (watcher.serve.compactor) drops such a digest
     assert d.method == "deterministic" and d.text.startswith("[compactd digest of 2 sections")
     with pytest.raises(ValueError, match="at least one section"):
         await Summarizer(None).digest([], "a1", 48)

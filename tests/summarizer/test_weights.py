@@ -33,8 +33,9 @@ def test_normalize() -> None:
 
 
 def test_config_does_not_load_the_engine_to_know_the_formats() -> None:
-    """watcher.config imports summarizer.weights for FORMATS: that must stay cheap (no numpy, no llama)."""
-    code = "import sys, watcher.config; print(sorted({'numpy', 'llama_cpp'} & set(sys.modules)))"
+    """watcher.config.settings imports summarizer.weights for FORMATS: that must stay cheap (no numpy,
+    no llama)."""
+    code = "import sys, watcher.config.settings; print(sorted({'numpy', 'llama_cpp'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert out.stdout.strip() == "[]"
 

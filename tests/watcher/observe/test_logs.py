@@ -1,0 +1,136 @@
+"""Logs: JSON lines off a TTY, readable lines on one, the agent id bound to what happens for it."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import os
+import pty
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+import zmq
+import zmq.asyncio
+
+from ipc.client import AgentLink
+from ipc.sections import Section
+from summarizer.digest import Summarizer
+from watcher.config.settings import Config
+from watcher.observe import logs
+from watcher.serve.server import Server
+
+
+@pytest.fixture
+def captured(monkeypatch: pytest.MonkeyPatch) -> Iterator[io.StringIO]:
+    """The daemon's logging set up (JSON) into a buffer; the process's logging restored after."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    buf = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", buf)
+    logs.configure("info", "json")
+    try:
+        yield buf
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+        structlog.reset_defaults()
+
+
+def lines(buf: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in buf.getvalue().splitlines() if line.startswith("{")]
+
+
+async def test_agent_id_is_bound_to_everything_a_frame_causes(tmp_path: Path, captured: io.StringIO) -> None:
+    """A listener that fails is logged (with the agent, from the frame's context) and serving goes on."""
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    endpoint = f"ipc://{tmp_path}/l.sock"
+    sock.bind(endpoint)
+    server = Server(sock, Config(), Summarizer(None))
+
+    def broken(kind: str, agent: str | None, fields: dict[str, Any]) -> None:
+        raise RuntimeError(f"listener bug on {kind}")
+
+    server.listeners.append(broken)
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.run(stop))
+    try:
+        async with AgentLink(endpoint, agent="ctx-agent", budget=3000, reserve=0.2, zmq_context=ctx) as link:
+            for i in range(200):
+                text = "".join(f"row {i}.{j}: value={i * 31 + j}\n" for j in range(12))
+                await link.append(Section(f"s{i}", "tool_result", text), wait=True)
+                if not link.proposals.empty():
+                    break
+            p = await asyncio.wait_for(link.proposals.get(), 10)
+            assert await link.apply(p)
+            assert (await link.status())["agents"][0]["compactions"] == 1  # serving went on
+    finally:
+        stop.set()
+        await task
+        await server.drain()
+        sock.close(0)
+        ctx.term()
+    failed = [e for e in lines(captured) if e["event"] == "listener_failed"]
+    assert {e["kind"] for e in failed} >= {"proposal_sent", "proposal_applied"}
+    assert all(e["agent"] == "ctx-agent" for e in failed)  # bound by the server, not passed by the call
+    assert all("RuntimeError: listener bug" in e["exception"] for e in failed)
+
+
+def test_stdlib_loggers_share_the_pipeline(captured: io.StringIO) -> None:
+    logging.getLogger("compactd.mqtt").warning("broker said %s", "no")
+    with structlog.contextvars.bound_contextvars(agent="a-1"):
+        logging.getLogger("asyncio").error("loop trouble")
+    logging.getLogger("compactd.mqtt").debug("below the level: dropped")
+    got = lines(captured)
+    assert [(e["logger"], e["event"], e["level"]) for e in got] == [
+        ("compactd.mqtt", "broker said no", "warning"),
+        ("asyncio", "loop trouble", "error"),
+    ]
+    assert got[1]["agent"] == "a-1" and "timestamp" in got[0]
+
+
+def test_console_output_on_a_tty(tmp_path: Path) -> None:
+    """On a terminal the daemon writes readable lines, not JSON (systemd gets JSON: no TTY)."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "watcher",
+            "run",
+            "--no-model",
+            "--socket",
+            f"ipc://{tmp_path}/t.sock",
+            "--state-dir",
+            str(tmp_path / "st"),
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+    )
+    os.close(slave)
+    out = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"ready" not in out and time.monotonic() < deadline:
+            try:
+                out += os.read(master, 65536)
+            except OSError:
+                break
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        os.close(master)
+    text = out.decode(errors="replace")
+    ready = next(line for line in text.splitlines() if "ready" in line)
+    assert not ready.lstrip().startswith("{"), text
+    assert "[info" in ready and "endpoint=" in ready

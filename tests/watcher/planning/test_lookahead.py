@@ -1,0 +1,107 @@
+"""Look-ahead: growth and job-time estimates, and the trigger they move."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from watcher.planning.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, DEFAULT_MODEL_JOB_S, Lookahead
+from watcher.planning.planner import EARLY_SHARE, Watermarks, should_plan, trigger_tokens
+
+
+def test_no_growth_seen_means_no_look_ahead() -> None:
+    la = Lookahead()
+    assert la.tokens_ahead() == 0 and la.model_in_time(10**6, 1)
+    la.observe(1000, 0.0)  # the first observation only sets the baseline
+    assert la.tokens_ahead() == 0
+
+
+def test_steady_growth_projects_over_the_job_time_plus_one_turn() -> None:
+    la = Lookahead()
+    for k in range(10):  # 500 tokens every 2 s: no variance, so the large turn is an average one
+        la.observe(1000 + 500 * k, 2.0 * k)
+    assert la.turn_tokens == 500 and la.turn_s == 2.0 and la.turn_var == 0
+    # growth during the job + a large turn (= an average one here) + a turn of slack for the model
+    assert la.tokens_ahead() == 500 * (DEFAULT_MODEL_JOB_S / 2.0 + 2)
+    assert la.tokens_ahead(model=False) == math.ceil(500 * (DEFAULT_FAST_JOB_S / 2.0 + 1))
+    la.job_done(10.0, 20_000, model=True)
+    assert la.job_s == 10.0 and la.throughput == 2000.0
+    assert la.tokens_ahead() == 500 * (10.0 / 2.0 + 2)
+    la.job_done(0.2, 20_000, model=False)
+    assert la.fast_job_s == 0.2 and la.job_s == 10.0
+    snap = la.snapshot()
+    assert snap["tokens_ahead"] == 3500 and snap["fast_job_seconds"] == 0.2
+
+
+def test_bursty_growth_looks_further_ahead() -> None:
+    steady, bursty = Lookahead(), Lookahead()
+    t = 0
+    for k in range(20):
+        steady.observe(1000 * (k + 1), 2.0 * k)
+        t += 200 if k % 4 else 3400  # about the same mean, in bursts
+        bursty.observe(t, 2.0 * k)
+    sigma = math.sqrt(bursty.turn_var)
+    assert steady.turn_var == 0 and sigma > 1000
+    mean_part = bursty.turn_tokens * (DEFAULT_MODEL_JOB_S / bursty.turn_s + 2)
+    assert bursty.tokens_ahead() == pytest.approx(mean_part + BURST_SIGMAS * sigma, abs=1)
+
+
+def test_the_model_is_used_only_when_its_digest_would_be_in_time() -> None:
+    la = Lookahead()
+    for k in range(10):
+        la.observe(1000 + 500 * k, 2.0 * k)
+    la.job_done(10.0, 5000, model=True)  # 5 turns of 500 tokens while the model writes
+    high = 27200
+    assert la.model_in_time(high - 3001, high)  # 2500 during the job + a large turn (500 here)
+    assert not la.model_in_time(high - 3000, high)
+    # at the trigger the model still has a turn of slack
+    trigger = high - 1 - la.tokens_ahead()
+    assert la.model_in_time(trigger + 1, high)
+
+
+def test_a_compaction_moves_the_baseline_but_is_not_growth() -> None:
+    la = Lookahead()
+    la.observe(1000, 0.0)
+    la.observe(1600, 1.0)
+    la.observe(400, 1.5)  # a proposal applied
+    la.observe(1000, 2.0)  # +600 from the new baseline
+    assert la.steps == 2 and la.turn_tokens == 600
+    la.observe(1000, 3.0)  # no change: nothing to learn
+    assert la.steps == 2
+
+
+def test_estimates_are_moving_averages() -> None:
+    la = Lookahead()
+    la.observe(0, 0.0)
+    la.observe(1000, 1.0)
+    la.observe(1100, 2.0)
+    assert 1000 > la.turn_tokens > 100
+    la.job_done(2.0, 100)
+    la.job_done(4.0, 100)
+    assert 4.0 > la.job_s > 2.0
+
+
+def test_trigger_comes_early_by_the_growth_but_within_the_gap() -> None:
+    m = Watermarks(32000, 0.15, 0.6)
+    assert trigger_tokens(m) == m.high - 1
+    assert trigger_tokens(m, 1500) == m.high - 1 - 1500
+    cap = int((m.high - m.low) * EARLY_SHARE)
+    assert trigger_tokens(m, 10**9) == m.high - 1 - cap > m.low, "never at the low mark: no loop"
+    assert trigger_tokens(m, -5) == m.high - 1
+    assert not should_plan(m.high - 1, m) and should_plan(m.high, m)
+    assert should_plan(m.high - 1500, m, 1500) and not should_plan(m.high - 1501, m, 1500)
+
+
+def test_a_turn_sent_as_a_burst_of_deltas_is_one_growth_step() -> None:
+    one, burst = Lookahead(), Lookahead()
+    one.observe(0, 0.0)
+    burst.observe(0, 0.0)
+    for k in range(1, 6):  # a 1000-token turn every 2 s: in one delta, or in ten 100-token deltas
+        one.observe(1000 * k, 2.0 * k)
+        for d in range(10):
+            burst.observe(1000 * (k - 1) + 100 * (d + 1), 2.0 * k + 0.01 * d)
+    assert burst.steps == one.steps == 5
+    assert burst.turn_tokens == one.turn_tokens == 1000
+    assert abs(burst.turn_s - 2.0) < 0.05
+    assert burst.tokens_ahead() <= one.tokens_ahead() * 1.05  # not hundreds of steps per second

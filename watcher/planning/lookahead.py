@@ -1,0 +1,131 @@
+"""Look-ahead: start a compaction early enough that its digest is ready before it is needed.
+
+Per agent, running estimates (exponentially weighted moving averages):
+
+* **growth**: tokens per turn (mean and variance) and seconds per turn, from the context growing
+  (a change that adds tokens is a growth step; changes that follow each other within
+  ``TURN_GAP_S`` are one step, so an agent sending a turn as a burst of deltas is not mistaken for
+  one growing hundreds of times a second; a shrink, a compaction applied, only moves the baseline);
+* **job time**: seconds from planning a compaction to its proposal being ready (queueing
+  included), kept apart for jobs that had the model write a gist (seconds) and deterministic ones
+  (milliseconds), and the summarizer's throughput in region tokens per second.
+
+:meth:`Lookahead.tokens_ahead` is how much the context is expected to grow while a job started now
+runs, plus one large turn (mean + ``BURST_SIGMAS`` deviations: tool output comes in bursts, and a
+turn arrives before the agent can apply a proposal), plus, when a model is there, one average turn
+of slack for it. The planner triggers when ``tokens + tokens_ahead >= high watermark``
+(watcher.planning.planner.should_plan, which caps how early). At the job's start
+:meth:`Lookahead.model_in_time` says whether a gist by the model would still be ready before the
+high watermark (with the large-turn margin); if not, the job digests deterministically, in
+milliseconds: the headroom comes first. Everything is O(1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+ALPHA = 0.3  # weight of the newest observation
+DEFAULT_MODEL_JOB_S = 8.0  # before an agent's first model job: a gist measured on 2 shared cores
+DEFAULT_FAST_JOB_S = 0.5  # before its first deterministic job
+BURST_SIGMAS = 2.0  # plan for a turn this many standard deviations above the mean
+TURN_GAP_S = 0.25  # growth this soon after the previous growth belongs to the same step
+
+
+@dataclass
+class Lookahead:
+    turn_tokens: float = 0.0  # EWMA tokens added per growth step
+    turn_var: float = 0.0  # exponentially weighted variance of the tokens added per step
+    turn_s: float = 0.0  # EWMA seconds between growth steps
+    job_s: float = DEFAULT_MODEL_JOB_S  # EWMA seconds a job with a model gist takes
+    fast_job_s: float = DEFAULT_FAST_JOB_S  # EWMA seconds a deterministic job takes
+    throughput: float = 0.0  # EWMA region tokens per second of job time
+    steps: int = 0
+    jobs: int = 0
+    model_jobs: int = 0
+    _tokens: int = 0
+    _at: float | None = None  # when the context last grew (or was first seen)
+    _step_at: float = 0.0  # when the current step began
+    _step_tokens: int = 0  # tokens the current step has added so far
+    _step_dt: float = 0.0  # seconds from the previous step's start to this one's
+    _before: tuple[float, float, float, int] = (0.0, 0.0, 0.0, 0)  # estimates before this step
+
+    def observe(self, tokens: int, now: float) -> None:
+        """The context now holds ``tokens`` (called on every change; unchanged = no-op)."""
+        if self._at is None:
+            self._tokens, self._at, self._step_at = tokens, now, now
+            return
+        grew = tokens - self._tokens
+        if grew > 0:
+            if self.steps and now - self._at < TURN_GAP_S:  # the same step, continued: redo it
+                self.turn_tokens, self.turn_var, self.turn_s, self.steps = self._before
+                self._step_tokens += grew
+            else:
+                self._before = (self.turn_tokens, self.turn_var, self.turn_s, self.steps)
+                self._step_tokens, self._step_dt = grew, max(now - self._step_at, 1e-3)
+                self._step_at = now
+            self._learn(self._step_tokens, self._step_dt)
+            self._at = now
+        self._tokens = tokens
+
+    def _learn(self, grew: int, dt: float) -> None:
+        if self.steps:
+            diff = grew - self.turn_tokens
+            self.turn_tokens += ALPHA * diff
+            self.turn_var = (1 - ALPHA) * (self.turn_var + ALPHA * diff * diff)
+            self.turn_s = _ewma(self.turn_s, dt)
+        else:
+            self.turn_tokens, self.turn_s = grew, dt
+        self.steps += 1
+
+    def job_done(self, seconds: float, region_tokens: int, model: bool = True) -> None:
+        seconds = max(seconds, 1e-3)
+        if model:
+            self.job_s = seconds if not self.model_jobs else _ewma(self.job_s, seconds)
+            self.model_jobs += 1
+        else:
+            fast = self.jobs - self.model_jobs
+            self.fast_job_s = seconds if not fast else _ewma(self.fast_job_s, seconds)
+        rate = region_tokens / seconds
+        self.throughput = rate if not self.jobs else _ewma(self.throughput, rate)
+        self.jobs += 1
+
+    def _during(self, job_s: float) -> float:
+        """Expected growth during ``job_s`` seconds."""
+        turns = job_s / self.turn_s if self.turn_s > 0 else 1.0
+        return self.turn_tokens * turns
+
+    def _burst(self) -> float:
+        """A large turn: mean + BURST_SIGMAS standard deviations."""
+        return self.turn_tokens + BURST_SIGMAS * math.sqrt(self.turn_var)
+
+    def tokens_ahead(self, model: bool = True) -> int:
+        """How early to plan: the growth expected while a job (with a model gist, or
+        deterministic) started now runs, plus a large turn; for a model job one more average turn,
+        so that at the trigger there is still time for the model (:meth:`model_in_time`)."""
+        if not self.steps:
+            return 0
+        if model:
+            return math.ceil(self._during(self.job_s) + self._burst() + self.turn_tokens)
+        return math.ceil(self._during(self.fast_job_s) + self._burst())
+
+    def model_in_time(self, tokens: int, high: int) -> bool:
+        """Would a job with a model gist, started at ``tokens``, be ready before the context
+        reaches ``high``, with a large turn of margin? If not, the job digests deterministically."""
+        if not self.steps:
+            return True
+        return tokens + self._during(self.job_s) + self._burst() < high
+
+    def snapshot(self) -> dict[str, float]:
+        return {
+            "tokens_per_turn": round(self.turn_tokens, 1),
+            "seconds_per_turn": round(self.turn_s, 3),
+            "job_seconds": round(self.job_s, 3),
+            "fast_job_seconds": round(self.fast_job_s, 3),
+            "summarizer_tokens_per_s": round(self.throughput, 1),
+            "tokens_ahead": self.tokens_ahead(),
+        }
+
+
+def _ewma(old: float, new: float) -> float:
+    return (1 - ALPHA) * old + ALPHA * new

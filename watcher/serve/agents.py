@@ -1,0 +1,133 @@
+"""Per-agent state in the daemon: the mirror of its context, its proposals and its archive."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ipc.context import Context
+from ipc.protocol import Proposal
+from ipc.sections import Section
+from watcher.planning.lookahead import Lookahead
+from watcher.planning.planner import Watermarks
+from watcher.planning.scoring import Scorer
+
+PREPARE_SLICE_S = 0.002  # features computed per turn of the event loop before a plan (prepare_plan)
+
+
+@dataclass
+class Pending:
+    proposal: Proposal
+    originals: tuple[Section, ...]
+    method: str
+    created: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class StagedSnapshot:
+    """The parts of a multi-part SNAPSHOT received so far (the mirror changes at the last one)."""
+
+    version: int
+    sections: list[Section] = field(default_factory=list)
+    next_part: int = 0
+    nbytes: int = 0  # bytes of the staged sections (watcher.serve.limits)
+
+
+class IdSource(Protocol):
+    def take(self, *prefixes: str) -> list[str]:
+        """One new id per prefix (archive ref ``a``, digest id ``compactd-d``, proposal id ``p``)."""
+        ...
+
+
+class LocalIds:
+    """Ids of a state without a store (tests, embedders): numbered per state, like its dict archive.
+    The server installs its store's (watcher.store.ids: durable, never repeated after a restart)."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def take(self, *prefixes: str) -> list[str]:
+        first, self.last = self.last + 1, self.last + len(prefixes)
+        return [f"{prefix}{first + i}" for i, prefix in enumerate(prefixes)]
+
+
+@dataclass
+class AgentState:
+    agent: str
+    session: str
+    peer: bytes
+    marks: Watermarks
+    policy: str = "auto"
+    planner: str = "optimistic"  # strategy: watcher.planning.planner, or a watcher.serve.strategies baseline
+    ctx: Context = field(default_factory=Context)
+    nbytes: int = 0  # bytes of the mirror's sections, kept by the server (watcher.serve.limits)
+    synced: bool = True  # False after a RESYNC request, until the next SNAPSHOT
+    resync_at: float = 0.0  # when RESYNC was last sent (repeated at most every few s while unsynced)
+    staged: StagedSnapshot | None = None  # a multi-part SNAPSHOT in progress
+    tokenizer: str = ""  # the agent's tokenizer hint from HELLO (its unit for budget and tokens)
+    pending: dict[str, Pending] = field(default_factory=dict)
+    # ref -> originals; the server installs a watcher.store.store.ArchiveView (durable, agent-scoped)
+    archive: MutableMapping[str, tuple[Section, ...]] = field(default_factory=dict)
+    ids: IdSource = field(default_factory=LocalIds)  # the server installs its store's (watcher.store.ids)
+    job_running: bool = False
+    last_seen: float = field(default_factory=time.monotonic)
+    stuck_reported: bool = False
+    stuck_tokens: int = 0  # usage when compaction last found nothing to fold
+    headroom_alert: bool = False  # a headroom_alert event is outstanding (server._headroom)
+    compactions: int = 0
+    tokens_saved: int = 0
+    nacks: int = 0
+    invalidated_tokens: int = 0
+    scorer: Scorer = field(default_factory=Scorer)  # cached section features (watcher.planning.scoring)
+    lookahead: Lookahead = field(default_factory=Lookahead)  # growth and job-time estimates
+    job_submitted: float = 0.0  # when the running compaction job was planned (monotonic)
+
+    @property
+    def usage(self) -> float:
+        return self.ctx.tokens / self.marks.budget if self.marks.budget else 0.0
+
+    def snapshot(self) -> dict[str, object]:
+        return {
+            "agent": self.agent,
+            "session": self.session,
+            "version": self.ctx.version,
+            "sections": len(self.ctx),
+            "tokens": self.ctx.tokens,
+            "budget": self.marks.budget,
+            "reserve": self.marks.reserve,
+            "high_watermark": self.marks.high,
+            "low_watermark": self.marks.low,
+            "usage": round(self.usage, 4),
+            "headroom": round(1.0 - self.usage, 4),
+            "policy": self.policy,
+            "planner": self.planner,
+            "pending_proposals": len(self.pending),
+            "compacting": self.job_running,
+            "compactions": self.compactions,
+            "tokens_saved": self.tokens_saved,
+            "nacks": self.nacks,
+            "archived_sections": archived_sections(self.archive),
+            "synced": self.synced,
+            "tokenizer": self.tokenizer,
+            "stuck": self.stuck_reported,
+            "lookahead": self.lookahead.snapshot(),
+        }
+
+
+def archived_sections(archive: MutableMapping[str, tuple[Section, ...]]) -> int:
+    count = getattr(archive, "section_count", None)  # a store view counts in SQL
+    return int(count()) if callable(count) else sum(len(v) for v in archive.values())
+
+
+async def prepare_plan(state: AgentState, slice_s: float = PREPARE_SLICE_S) -> None:
+    """Compute the scoring features of the sections the agent's scorer has not seen, a slice of
+    about ``slice_s`` at a time, yielding to the event loop between slices: a fresh 100-section
+    context costs ~10 ms of features, which would otherwise hold up every agent's deltas in one
+    go. The plan that follows is the same with or without this (watcher.planning.scoring.Scorer)."""
+    left = state.scorer.prepare(list(state.ctx), slice_s)
+    while left:
+        await asyncio.sleep(0)  # one turn of the loop: the frames that came meanwhile are served
+        left = state.scorer.prepare(list(state.ctx), slice_s)

@@ -1,0 +1,203 @@
+"""Fair scheduling of compaction jobs: agents served round-robin, latest wins, the model in one lane.
+
+Without it every agent that crosses its watermark starts an asyncio task, and the tasks race for
+the single inference thread: a job's model deadline starts while it is still queued behind the
+others (so under load jobs time out before they run and the summarizer turns itself degraded),
+and each job digests the plan it made when it was queued, which the agent's later deltas have
+often made stale by the time it runs.
+
+Here each agent has at most one slot in a ring. ``submit`` for an agent already waiting only
+replaces its job (latest wins; the queue never holds more entries than there are agents); the
+worker takes the agent at the head and runs its job, and the agent's next job goes to the back of
+the ring, so one chatty agent cannot take turns from the others. Jobs plan when they start, on the
+mirror as it is then.
+
+Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
+
+* the model lane holds at most one job; a job gets it (``pick`` returns the real summarizer) only
+  while the lane is free and at most :data:`MODEL_MAX_WAITING` agents wait, so the model writes
+  gists when there is time and never makes a queue of agents wait for it;
+* every other job digests deterministically, with the same token counting, in a worker process
+  (watcher.serve.digestpool: the event loop keeps serving frames meanwhile), beside the job in the
+  model lane; :data:`DETERMINISTIC_LANES` of them at once, so that one plans on the loop while
+  the other's digest is computed in the worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from summarizer.digest import Summarizer
+from watcher.observe import logs
+from watcher.serve.digestpool import DigestPool
+
+log = logs.get("compactd.scheduler")
+
+Job = Callable[[], Awaitable[None]]
+WAIT_SAMPLES = 4096  # recent queue waits kept for the percentiles in stats()
+MODEL_MAX_WAITING = 2  # more agents waiting than this: jobs skip the model until the queue drains
+DETERMINISTIC_LANES = 2  # jobs at once besides the model's: one plans on the loop while one digests
+
+
+class FairScheduler:
+    def __init__(self, track: set[asyncio.Task[None]] | None = None) -> None:
+        """``track``: a set that holds each job's task while it runs (the server's ``tasks``, which
+        shutdown cancels and an engine swap waits for)."""
+        self.track = track if track is not None else set()
+        self._ring: deque[str] = deque()
+        self._jobs: dict[str, tuple[Job, float]] = {}  # key -> (latest job, when it joined the ring)
+        self._wake = asyncio.Event()
+        self._changed = asyncio.Event()  # a job ended or took the model lane
+        self._worker: asyncio.Task[None] | None = None
+        self._running: dict[asyncio.Task[None], str] = {}
+        self._deferred: dict[str, Job] = {}  # submitted while the same agent's job was running
+        self._model: asyncio.Task[None] | None = None  # the job in the model lane
+        self.submitted = 0
+        self.coalesced = 0  # submits that replaced a waiting job of the same agent
+        self.served = 0
+        self.failed = 0
+        self.model_jobs = 0
+        self.model_skipped = 0  # jobs of a daemon with a model that digested without it
+        self.max_depth = 0
+        self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
+        self.max_wait_s = 0.0
+        self.pool = DigestPool()
+
+    @property
+    def depth(self) -> int:
+        """Agents waiting for their turn (not counting those running)."""
+        return len(self._ring)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def submit(self, key: str, job: Job) -> None:
+        self.submitted += 1
+        if key in self._running.values():  # one job per agent at a time: it queues when this ends
+            self.coalesced += key in self._deferred
+            self._deferred[key] = job
+            return
+        if key in self._jobs:
+            self._jobs[key] = (job, self._jobs[key][1])  # keeps its place in the ring
+            self.coalesced += 1
+            return
+        self._jobs[key] = (job, time.monotonic())
+        self._ring.append(key)
+        self.max_depth = max(self.max_depth, len(self._ring))
+        self._wake.set()
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._work(), name="compaction-scheduler")
+
+    def pick(self, summarizer: Summarizer) -> Summarizer:
+        """The summarizer for the job starting now (call it from the job, before its first await):
+        ``summarizer`` itself if the model lane is free and the queue is short, else a deterministic
+        one whose digests run in the worker process."""
+        task = asyncio.current_task()
+        if summarizer.engine is not None:
+            if self._model is None and task in self._running and self.depth <= MODEL_MAX_WAITING:
+                self._model = task
+                self.model_jobs += 1
+                self._changed.set()
+                return summarizer
+            self.model_skipped += 1
+        return self.pool.summarizer(summarizer)
+
+    def discard(self, key: str) -> bool:
+        """Forget an agent's waiting job (it detached); True if there was one."""
+        if self._deferred.pop(key, None) is not None:
+            return True
+        if self._jobs.pop(key, None) is None:
+            return False
+        with contextlib.suppress(ValueError):
+            self._ring.remove(key)
+        return True
+
+    def waiting(self, key: str) -> bool:
+        return key in self._jobs or key in self._deferred
+
+    def _may_start(self) -> bool:
+        """A free deterministic lane (the job in the model lane does not take one)."""
+        return sum(task is not self._model for task in self._running) < DETERMINISTIC_LANES
+
+    async def _work(self) -> None:
+        while True:
+            while not self._ring:
+                self._wake.clear()
+                await self._wake.wait()
+            while not self._may_start():
+                self._changed.clear()
+                await self._changed.wait()
+            key = self._ring.popleft()
+            job, since = self._jobs.pop(key)
+            wait = time.monotonic() - since
+            self._waits.append(wait)
+            self.max_wait_s = max(self.max_wait_s, wait)
+            task = asyncio.create_task(self._run(key, job), name=f"compact-{key}")
+            self._running[task] = key
+            self.track.add(task)
+            task.add_done_callback(self._ended)
+            await asyncio.sleep(0)  # the job starts and picks its lane before the next decision
+
+    async def _run(self, key: str, job: Job) -> None:
+        try:
+            await job()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a job's bug must not stop the others' compaction
+            self.failed += 1
+            log.exception("compaction_job_failed", agent=key)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        key = self._running.pop(task, None)
+        self.track.discard(task)
+        if task is self._model:
+            self._model = None
+        self.served += 1
+        self._changed.set()
+        if key is not None and (job := self._deferred.pop(key, None)) is not None:
+            self.submitted -= 1  # counted when it was deferred
+            self.submit(key, job)  # to the back of the ring
+
+    async def close(self) -> None:
+        self._ring.clear()
+        self._jobs.clear()
+        self._deferred.clear()
+        tasks = [t for t in (self._worker, *self._running) if t is not None]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._worker = None
+        self.pool.close()
+
+    def stats(self) -> dict[str, Any]:
+        """Queue figures for STATUS (``daemon.compaction_queue``) and the load benchmark."""
+        waits = sorted(self._waits)
+
+        def pct(q: float) -> float:
+            return round(waits[min(len(waits) - 1, int(q * len(waits)))] * 1000, 1) if waits else 0.0
+
+        return {
+            "depth": self.depth,
+            "max_depth": self.max_depth,
+            "running": self.running,
+            "model_busy": self._model is not None,
+            "submitted": self.submitted,
+            "coalesced": self.coalesced,
+            "served": self.served,
+            "failed": self.failed,
+            "model_jobs": self.model_jobs,
+            "model_skipped": self.model_skipped,
+            "digests_in_worker": self.pool.remote,
+            "digests_on_loop": self.pool.local,
+            "wait_ms_p50": pct(0.5),
+            "wait_ms_p99": pct(0.99),
+            "wait_ms_max": round(self.max_wait_s * 1000, 1),
+        }
