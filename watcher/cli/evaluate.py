@@ -207,17 +207,10 @@ def cmd_bench_load(args: argparse.Namespace) -> int:
 def cmd_bench_proxy(args: argparse.Namespace) -> int:
     from watcher.eval.bench.proxy import BenchError, ProxyBenchSettings, run_proxy_bench
 
+    names = ("trajectory", "api", "turns", "window", "latency_rounds", "turn_interval")
+    kw: dict[str, Any] = {n: getattr(args, n) for n in names}
     try:
-        settings = ProxyBenchSettings(
-            trajectory=args.trajectory,
-            api=args.api,
-            turns=args.turns,
-            window=args.window,
-            model=not args.no_model,
-            latency_rounds=args.latency_rounds,
-            turn_interval=args.turn_interval,
-            workdir=args.workdir or "",
-        )
+        settings = ProxyBenchSettings(**kw, model=not args.no_model, workdir=args.workdir or "")
         result = asyncio.run(run_proxy_bench(settings))
     except (BenchError, ValueError) as exc:
         return fail(str(exc))

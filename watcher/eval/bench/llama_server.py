@@ -43,6 +43,18 @@ def free_port() -> int:
         return port
 
 
+def stop_process(proc: subprocess.Popen[bytes], grace_s: float) -> int:
+    """SIGTERM, then SIGKILL after ``grace_s``; the exit code."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 class ModelServer:
     """A model server subprocess on a free loopback port, ready once ``health`` answers 200."""
 
@@ -82,13 +94,7 @@ class ModelServer:
         return self.log_path.read_text(errors="replace")[-2000:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 20)
         self._log.close()
 
 

@@ -37,7 +37,13 @@ from typing import Any
 import aiohttp
 
 from watcher.eval.bench.chats import anthropic_turns, openai_turns
-from watcher.eval.bench.llama_server import LlamaCppPythonServer, LlamaServer, ModelServer, UpstreamError
+from watcher.eval.bench.llama_server import (
+    LlamaCppPythonServer,
+    LlamaServer,
+    ModelServer,
+    UpstreamError,
+    stop_process,
+)
 from watcher.eval.harness import running_daemon
 from watcher.eval.scorecard import percentile
 from watcher.eval.trajectories import Trajectory, load
@@ -96,15 +102,9 @@ class ProxyProcess:
         return self.log_path.read_text(errors="replace")[-3000:]
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        code = stop_process(self.proc, 30)
         self._log.close()
-        return self.proc.returncode
+        return code
 
 
 @contextlib.asynccontextmanager
