@@ -48,6 +48,7 @@ from watcher.eval.harness import running_daemon
 from watcher.eval.scorecard import percentile
 from watcher.eval.trajectories import Trajectory, load
 
+DEFAULT_TRAJECTORIES = Path(__file__).resolve().parents[4] / "shared" / "trajectories"
 DEFAULT_TRAJECTORY = "mini-swe-agent/sympy__sympy-13091.traj.json"  # 130 turns, the longest
 LATENCY_MODEL = "bench-latency"  # a model name the proxy is told has a 1M window
 PROBE = "/latency-probe"  # a path prefix the upstream answers 404 at once
@@ -138,8 +139,7 @@ async def _stack(s: ProxyBenchSettings, work: Path) -> AsyncIterator[tuple[Model
 
 
 def _trajectory(s: ProxyBenchSettings) -> Trajectory:
-    shared = Path(__file__).resolve().parents[3] / "shared" / "trajectories"
-    return load(Path(s.trajectory) if s.trajectory else shared / DEFAULT_TRAJECTORY)[0]
+    return load(Path(s.trajectory) if s.trajectory else DEFAULT_TRAJECTORIES / DEFAULT_TRAJECTORY)[0]
 
 
 def _request(
