@@ -48,8 +48,8 @@ async def test_upstream_dies_mid_stream(tmp_path: Path, daemon: DaemonProcess) -
             url = f"http://127.0.0.1:{proxy.port}/v1/chat/completions"
             async with http.post(url, json=LONG) as r:
                 assert r.status == 200
-                first = await r.content.readany()
-                assert first.startswith(b"data: ")
+                first = await r.content.readany()  # an event, or an SSE ": ping" comment
+                assert first
                 server.proc.kill()  # the upstream dies with the stream open
                 rest = await r.content.read()
             last = (first + rest).rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
@@ -71,7 +71,7 @@ async def test_agent_hangs_up_mid_stream(openai_upstream: ModelServer, daemon: D
         async with aiohttp.ClientSession() as http:
             r = await http.post(url, json=LONG)
             assert r.status == 200
-            assert (await r.content.readany()).startswith(b"data: ")
+            assert await r.content.readany()  # the stream is open (an event or an SSE ping)
             r.close()  # hang up
         labels = {"api": "openai", "outcome": "client_gone"}
 
