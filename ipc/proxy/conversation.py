@@ -85,6 +85,7 @@ class Conversation:
         self.broken = ""  # why it is no longer mirrored (requests then go upstream unchanged)
         self.last_used = time.monotonic()
         self._connecting: asyncio.Task[None] | None = None
+        self._closing: asyncio.Task[None] | None = None
         self._next_try = 0.0
         self._bust_reason = ""
 
@@ -111,8 +112,11 @@ class Conversation:
             self._lose(f"snapshot refused: {exc}")
 
     def _lose(self, why: str) -> None:
+        """Stop mirroring (requests go upstream unchanged from now on) and let the daemon go."""
         self.broken = why
         log.warning("conversation_unmirrored conversation=%s reason=%s", self.name, why)
+        if self.link is not None:
+            self._closing = asyncio.create_task(self.close(), name=f"proxy-unlink-{self.name}")
 
     async def close(self) -> None:
         if self._connecting is not None and not self._connecting.done():
