@@ -37,7 +37,7 @@ def _serve(server: ModelServer) -> Iterator[ModelServer]:
 
 @pytest.fixture(scope="session")
 def anthropic_upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModelServer]:
-    """llama.cpp's llama-server: it speaks the Anthropic Messages API (and OpenAI's)."""
+    """llama.cpp's llama-server: it speaks the Anthropic Messages API and OpenAI's."""
     _need_binary()
     yield from _serve(LlamaServer(tmp_path_factory.mktemp("llama-server"), ctx=32768))
 

@@ -108,7 +108,8 @@ async def _settle(proxy: Proxy) -> None:
 async def test_digests_go_into_later_requests(
     api: str, request: pytest.FixtureRequest, daemon: DaemonProcess
 ) -> None:
-    upstream: ModelServer = request.getfixturevalue(f"{api}_upstream")
+    # llama-server for both formats here: its prompt cache keeps 14 growing requests cheap
+    upstream: ModelServer = request.getfixturevalue("anthropic_upstream")
     settings = proxy_settings(upstream.url, daemon.endpoint, window=WINDOW)
     async with Proxy(settings) as proxy, aiohttp.ClientSession() as http:
         base = f"http://127.0.0.1:{proxy.port}"
