@@ -22,6 +22,7 @@ getting started:
   compactd status                       is it running? how much headroom do agents have?
   compactd agents --json                the attached agents, for scripts
   compactd config check FILE            validate a config file before `systemctl reload compactd`
+  compactd proxy                        let Claude Code / Codex attach: ANTHROPIC_BASE_URL / OPENAI_BASE_URL
 
 The daemon reads its config from --config, $COMPACTD_CONFIG, $CONFIGURATION_DIRECTORY/compactd.toml,
 /etc/compactd/compactd.toml or ~/.config/compactd/compactd.toml (first found). SIGHUP reloads it.
