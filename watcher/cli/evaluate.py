@@ -256,3 +256,15 @@ def cmd_bench_select(args: argparse.Namespace) -> int:
         return asyncio.run(run_select_bench(settings, progress=lambda m: print(m, file=sys.stderr)))
 
     return _bench(run, args.json)
+
+
+def cmd_bench_proxy(args: argparse.Namespace) -> int:
+    from watcher.eval.bench.proxy import ProxyBenchSettings, run_proxy_bench
+
+    def run() -> dict[str, Any]:
+        names = ("trajectory", "api", "turns", "window", "latency_rounds", "turn_interval")
+        kw: dict[str, Any] = {n: getattr(args, n) for n in names}
+        settings = ProxyBenchSettings(**kw, model=not args.no_model, workdir=args.workdir or "")
+        return asyncio.run(run_proxy_bench(settings))
+
+    return _bench(run, args.json)

@@ -38,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_keygen(args)
         if args.command == "recall":
             return cmd_recall(args)
+        if args.command == "proxy":
+            code: int = args.func(args)
+            return code
         if args.command == "bench":
             result: int = args.bench_func(args)
             return result

@@ -12,6 +12,7 @@ from watcher.cli.evaluate import (
     cmd_bench_ingest,
     cmd_bench_load,
     cmd_bench_planner,
+    cmd_bench_proxy,
     cmd_bench_select,
     cmd_bench_store_search,
     cmd_bench_store_sync,
@@ -26,6 +27,7 @@ getting started:
   compactd status                       is it running? how much headroom do agents have?
   compactd agents --json                the attached agents, for scripts
   compactd config check FILE            validate a config file before `systemctl reload compactd`
+  compactd proxy                        let Claude Code / Codex attach: ANTHROPIC_BASE_URL / OPENAI_BASE_URL
 
 The daemon reads its config from --config, $COMPACTD_CONFIG, $CONFIGURATION_DIRECTORY/compactd.toml,
 /etc/compactd/compactd.toml or ~/.config/compactd/compactd.toml (first found). SIGHUP reloads it.
@@ -332,6 +334,27 @@ def build_parser() -> argparse.ArgumentParser:
     from watcher.eval.bench import signals as bench_signals  # `bench signals` registers itself
 
     bench_signals.register(benches)
+
+    from ipc.proxy import cli as proxy_cli  # argparse only; the server is imported when it runs
+
+    proxy_cli.add_parser(sub).set_defaults(func=proxy_cli.main)
+
+    bpx = benches.add_parser(
+        "proxy",
+        help="a recorded conversation through a real proxy to a real llama-server: the issue-18 goals",
+    )
+    bpx.add_argument(
+        "--trajectory", metavar="FILE", default="", help="default: a 130-turn mini-swe-agent run"
+    )
+    bpx.add_argument("--api", choices=("openai", "anthropic"), default="openai")
+    bpx.add_argument("--turns", type=int, default=100, help="turns replayed after the task (default 100)")
+    bpx.add_argument("--window", type=int, default=32768, help="the model's window in tokens (default 32768)")
+    bpx.add_argument("--no-model", action="store_true", help="run the daemon without its model")
+    bpx.add_argument("--latency-rounds", type=int, default=60, help="100k-token request pairs (default 60)")
+    bpx.add_argument("--turn-interval", type=float, default=0.0, help="the agent's own seconds per turn")
+    bpx.add_argument("--workdir", metavar="DIR", help="keep logs here")
+    bpx.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bpx.set_defaults(bench_func=cmd_bench_proxy)
 
     rc = sub.add_parser(
         "recall",

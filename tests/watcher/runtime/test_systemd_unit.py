@@ -24,6 +24,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 UNIT = REPO / "systemd" / "compactd.service"
+PROXY_UNIT = REPO / "systemd" / "compactd-proxy.service"  # the second unit: `compactd proxy`
+UNITS = [UNIT, PROXY_UNIT]
 SYSUSERS = REPO / "systemd" / "compactd.sysusers"
 MAX_EXPOSURE = 2.0
 
@@ -60,11 +62,13 @@ def _about_our_unit(output: str, unit: Path) -> list[str]:
     return [line for line in output.splitlines() if "compactd" in line or str(unit) in line]
 
 
-def _exec_start() -> str:
+def _exec_start(unit: Path = UNIT) -> str:
+    """The unit's ExecStart with this venv's `compactd` (or `python -m watcher`) in front."""
+    args = _settings(unit.read_text(encoding="utf-8"))["ExecStart"][0].split(maxsplit=1)[1]
     script = Path(sys.executable).parent / "compactd"
     if script.is_file() and os.access(script, os.X_OK):
-        return f"{script} run"
-    return f"{sys.executable} -m watcher run"  # the package is not installed yet
+        return f"{script} {args}"
+    return f"{sys.executable} -m watcher {args}"  # the package is not installed yet
 
 
 def _account() -> tuple[str, str]:
@@ -76,18 +80,24 @@ def _account() -> tuple[str, str]:
     return "compactd", "compactd"
 
 
+@pytest.fixture(params=UNITS, ids=lambda u: u.name)
+def unit(request: pytest.FixtureRequest) -> Path:
+    path: Path = request.param
+    return path
+
+
 @pytest.fixture
-def runnable_unit(tmp_path: Path) -> Path:
+def runnable_unit(tmp_path: Path, unit: Path) -> Path:
     """The unit with only ExecStart (and, if need be, User/Group) changed."""
     user, group = _account()
-    text = UNIT.read_text(encoding="utf-8")
-    text, n = re.subn(r"(?m)^ExecStart=.*$", f"ExecStart={_exec_start()}", text)
+    text = unit.read_text(encoding="utf-8")
+    text, n = re.subn(r"(?m)^ExecStart=.*$", f"ExecStart={_exec_start(unit)}", text)
     assert n == 1
     text, n = re.subn(r"(?m)^User=.*$", f"User={user}", text)
     assert n == 1
     text, n = re.subn(r"(?m)^Group=.*$", f"Group={group}", text)
     assert n == 1
-    out = tmp_path / UNIT.name  # verify wants the real unit name
+    out = tmp_path / unit.name  # verify wants the real unit name
     out.write_text(text, encoding="utf-8")
     return out
 
@@ -101,9 +111,9 @@ def test_verify_runnable_copy_is_clean(runnable_unit: Path) -> None:
 
 
 @needs_analyze
-def test_verify_as_shipped_only_misses_the_installed_binary() -> None:
-    result = _analyze("verify", UNIT)
-    complaints = _about_our_unit(result.stdout + result.stderr, UNIT)
+def test_verify_as_shipped_only_misses_the_installed_binary(unit: Path) -> None:
+    result = _analyze("verify", unit)
+    complaints = _about_our_unit(result.stdout + result.stderr, unit)
     if Path("/usr/local/bin/compactd").exists():
         assert complaints == [], "\n".join(complaints)
         return
@@ -113,8 +123,8 @@ def test_verify_as_shipped_only_misses_the_installed_binary() -> None:
 
 
 @needs_analyze
-def test_security_exposure() -> None:
-    result = _analyze("security", "--offline=true", UNIT)
+def test_security_exposure(unit: Path) -> None:
+    result = _analyze("security", "--offline=true", unit)
     output = result.stdout + result.stderr
     match = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", output)
     assert match, output
@@ -167,6 +177,34 @@ def test_unit_settings() -> None:
     assert s["IPAddressAllow"] == ["localhost"]
     assert s["MemoryDenyWriteExecute"] == ["yes"]
     assert s["SystemCallErrorNumber"] == ["EPERM"]  # a denied call must not SIGSYS the daemon
+
+
+def test_proxy_unit_settings() -> None:
+    s = _settings(PROXY_UNIT.read_text(encoding="utf-8"))
+    assert s["ExecStart"] == [
+        "/usr/local/bin/compactd proxy --listen 127.0.0.1:8787 --socket ipc:///run/compactd/agents.sock"
+    ]
+    assert s["Type"] == ["exec"]
+    assert s["Wants"][0] == "compactd.service" and "compactd.service" in s["After"][0]
+    # the daemon's group reaches its socket; nothing else of the daemon's is shared
+    assert s["User"] == ["compactd"] and s["Group"] == ["compactd"]
+    assert "StateDirectory" not in s and "RuntimeDirectory" not in s
+    assert s["MemoryDenyWriteExecute"] == ["yes"]
+    assert s["SystemCallErrorNumber"] == ["EPERM"]
+    assert "sched_setscheduler" in s["SystemCallFilter"]  # libzmq
+    daemon = _settings(UNIT.read_text(encoding="utf-8"))
+    for key in (
+        "ProtectSystem",
+        "ProtectHome",
+        "PrivateTmp",
+        "NoNewPrivileges",
+        "CapabilityBoundingSet",
+        "PrivateUsers",
+        "RestrictNamespaces",
+        "SystemCallArchitectures",
+        "RestrictAddressFamilies",
+    ):
+        assert s[key] == daemon[key], key  # hardened like the daemon
 
 
 SYSUSERS_BIN = shutil.which("systemd-sysusers")
