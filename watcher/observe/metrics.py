@@ -68,7 +68,7 @@ class Budget(Protocol):
 
 
 class AgentGauges(Protocol):
-    """What the per-agent series read from one agent (watcher.serve.agents.AgentState)."""
+    """What the per-agent series read from one agent (watcher.serve.session.Session)."""
 
     @property
     def agent(self) -> str: ...

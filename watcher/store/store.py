@@ -998,7 +998,7 @@ class Store:
         }
 
 
-# --- the per-agent view AgentState.archive holds ------------------------------------------------
+# --- the per-agent view Session.archive holds ------------------------------------------------
 
 
 class ArchiveView(MutableMapping[str, tuple[Section, ...]]):

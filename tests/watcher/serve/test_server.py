@@ -10,8 +10,8 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import zmq
 import zmq.asyncio
@@ -21,24 +21,31 @@ from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Summarizer
 from watcher.config.settings import Config
-from watcher.serve.agents import AgentState
-from watcher.serve.server import SWITCH_INTERVAL_S, Server, _unchanged, gc_pacer
+from watcher.planning.planner import Watermarks
+from watcher.planning.policies import PlanInputs, Planned, policy_for
+from watcher.serve.housekeeping import SWITCH_INTERVAL_S, gc_pacer
+from watcher.serve.jobs import unchanged
+from watcher.serve.server import Server
 from watcher.store.store import DB_NAME, Store
 
 
-class GatedServer(Server):
-    """Its first plan waits (in its thread) until the test opens the gate."""
+class Gated:
+    """The optimistic policy, but its first plan waits (in its thread) until the test opens the gate."""
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
+    def __init__(self) -> None:
+        self.inner = policy_for("optimistic")
         self.gate = threading.Event()
         self.calls: list[tuple[int, bool]] = []  # (sections planned on, on the loop's thread?)
+        self.name, self.plans_ahead, self.needs_features = "optimistic", True, True
 
-    def _plan_on(self, state: AgentState, sections: list[Section], growth: int) -> Any:
+    def trigger(self, marks: Watermarks, growth: int) -> int:
+        return self.inner.trigger(marks, growth)
+
+    def plan(self, sections: Sequence[Section], marks: Watermarks, inputs: PlanInputs) -> Planned | None:
         self.calls.append((len(sections), threading.current_thread() is threading.main_thread()))
         if len(self.calls) == 1:
             self.gate.wait(10)
-        return super()._plan_on(state, sections, growth)
+        return self.inner.plan(sections, marks, inputs)
 
 
 def output(i: int) -> Section:
@@ -53,7 +60,8 @@ async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planne
     endpoint = f"ipc://{tmp_path}/s.sock"
     sock.bind(endpoint)
     store = Store.open(tmp_path / DB_NAME)
-    server = GatedServer(sock, Config(), Summarizer(None), store=store)
+    gated = Gated()
+    server = Server(sock, Config(), Summarizer(None), store=store, policies=lambda name: gated)
     stop = asyncio.Event()
     switch = sys.getswitchinterval()
     task = asyncio.create_task(server.run(stop))
@@ -61,7 +69,7 @@ async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planne
         async with AgentLink(endpoint, agent="gated", budget=3000, reserve=0.2, zmq_context=ctx) as link:
             assert sys.getswitchinterval() <= SWITCH_INTERVAL_S
             i = 0
-            while not server.calls:  # until the compaction job has started planning
+            while not gated.calls:  # until the compaction job has started planning
                 i += 1
                 assert i < 200, "no plan was started"
                 await link.append(output(i), wait=True)
@@ -69,18 +77,18 @@ async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planne
             t0 = time.monotonic()
             await link.append(output(i + 1), wait=True)  # while the plan is held in its thread
             assert time.monotonic() - t0 < 2.0
-            assert len(server.calls) == 1
+            assert len(gated.calls) == 1
             version = link.context.version
-            server.gate.set()
+            gated.gate.set()
             p = await asyncio.wait_for(link.proposals.get(), 15)
             # planned again, on the mirror with the new section, in a thread
-            assert len(server.calls) >= 2 and server.calls[1][0] == server.calls[0][0] + 1
-            assert not any(on_loop for _, on_loop in server.calls)
+            assert len(gated.calls) >= 2 and gated.calls[1][0] == gated.calls[0][0] + 1
+            assert not any(on_loop for _, on_loop in gated.calls)
             assert p.base == version
             assert await link.apply(p)
             assert p.archive and store.entry("gated", p.archive[0]) is not None  # archived first
     finally:
-        server.gate.set()
+        gated.gate.set()
         stop.set()
         await task
         await server.drain()
@@ -94,10 +102,10 @@ def test_unchanged_means_the_same_section_objects_in_order() -> None:
     a, b = Section("a", "user", "x", tokens=1), Section("b", "user", "y", tokens=1)
     ctx = Context([a, b], 2)
     snap = list(ctx)
-    assert _unchanged(snap, ctx)
-    assert not _unchanged(snap[:1], ctx)
+    assert unchanged(snap, ctx)
+    assert not unchanged(snap[:1], ctx)
     ctx.reset([a, Section("b", "user", "y", tokens=1)], 2)  # equal, but not the same: a new mirror
-    assert not _unchanged(snap, ctx)
+    assert not unchanged(snap, ctx)
 
 
 class Node:
