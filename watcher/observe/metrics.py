@@ -145,7 +145,7 @@ class Metrics:
         PlatformCollector(registry=r)
 
     def on_event(self, kind: str, agent: str | None, fields: Mapping[str, Any]) -> None:
-        """A :data:`watcher.serve.server.Listener`: count what happened."""
+        """A :data:`watcher.serve.hub.Listener`: count what happened."""
         if kind == "proposal_sent":
             self.proposals.labels("sent").inc()
         elif kind == "proposal_applied":

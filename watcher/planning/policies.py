@@ -15,7 +15,7 @@ thread). The daemon never asks which policy it holds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -92,40 +92,29 @@ class Scored:
 
 
 @dataclass(frozen=True)
-class Reactive:
-    """Compact only once the next call would not fit (over the budget), the oldest history first."""
+class Baseline:
+    """``reactive`` (act once the next call would not fit: over the budget; fold the oldest
+    history) and ``masking`` (act at the high watermark; old tool outputs become placeholders):
+    a fixed trigger, no look-ahead, no features (watcher.planning.baselines)."""
 
-    name: str = "reactive"
+    name: str
+    acts_over: Callable[[Watermarks], int]  # the usage it acts above
+    choose: Callable[[Sequence[Section], Watermarks, int], Planned | None]
     plans_ahead: bool = False
     needs_features: bool = False
 
     def trigger(self, marks: Watermarks, growth: int) -> int:
-        return marks.budget
+        return self.acts_over(marks)
 
-    def plan(self, sections: Sequence[Section], marks: Watermarks, inputs: PlanInputs) -> Plan | None:
-        return plan_reactive(sections, marks, inputs.fresh)
-
-
-@dataclass(frozen=True)
-class Masking:
-    """At the high watermark, old tool outputs become placeholders."""
-
-    name: str = "masking"
-    plans_ahead: bool = False
-    needs_features: bool = False
-
-    def trigger(self, marks: Watermarks, growth: int) -> int:
-        return marks.high - 1
-
-    def plan(self, sections: Sequence[Section], marks: Watermarks, inputs: PlanInputs) -> MaskPlan | None:
-        return plan_masking(sections, marks, inputs.fresh)
+    def plan(self, sections: Sequence[Section], marks: Watermarks, inputs: PlanInputs) -> Planned | None:
+        return self.choose(sections, marks, inputs.fresh)
 
 
 POLICIES: Final[dict[str, Policy]] = {
     "optimistic": Scored("optimistic"),
     "recency": Scored("recency"),
-    "reactive": Reactive(),
-    "masking": Masking(),
+    "reactive": Baseline("reactive", lambda m: m.budget, plan_reactive),
+    "masking": Baseline("masking", lambda m: m.high - 1, plan_masking),
 }
 
 

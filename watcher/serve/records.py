@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from typing import Any
 
 from watcher.observe import logs
 from watcher.serve.compactor import forget
@@ -41,9 +40,12 @@ def abandon(state: Session, pending: Pending) -> None:
         forget(state, ref)
 
 
-def settled(hub: Hub, state: Session, pid: str, to: str, **kw: Any) -> None:
+def settled(
+    hub: Hub, state: Session, pid: str, to: str, *, reason: str = "", version: int | None = None
+) -> None:
+    """The agent answered: sent -> ``to`` (acked at ``version``, or nacked for ``reason``)."""
     try:
-        hub.store.transition(state.agent, pid, to, **kw)
+        hub.store.transition(state.agent, pid, to, reason=reason, version=version)
     except TransitionError as exc:  # aged out meanwhile: the agent's context still decides
         log.warning("proposal_transition_refused", agent=state.agent, proposal=pid, error=str(exc))
 

@@ -106,16 +106,20 @@ class FairScheduler:
         model lane when it started, else a deterministic one whose digests run in the worker
         process (and the lane, if it held it, goes back: a daemon whose model is gone)."""
         if summarizer.engine is not None:
-            if self._model is not None and asyncio.current_task() is self._model:
+            if self.holds_model():
                 self.model_jobs += 1
                 return summarizer
             self.model_skipped += 1
         return self.deterministic(summarizer)
 
+    def holds_model(self) -> bool:
+        """Does the job running now hold the model lane?"""
+        return self._model is not None and asyncio.current_task() is self._model
+
     def deterministic(self, summarizer: Summarizer) -> Summarizer:
         """A deterministic summarizer for the job running now; it gives back the model lane if it
         held it (its digest must be ready sooner than the model's would be)."""
-        if self._model is not None and asyncio.current_task() is self._model:
+        if self.holds_model():
             self._model = None
         return self.pool.summarizer(summarizer)
 

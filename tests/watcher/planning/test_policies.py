@@ -1,5 +1,6 @@
-"""The replay baselines: reactive (compact only when the next call would not fit) and observation
-masking (old tool outputs become placeholders), on a real trajectory."""
+"""The policies behind one protocol (watcher.planning.policies), and the replay baselines: reactive
+(compact only when the next call would not fit) and observation masking (old tool outputs become
+placeholders), on a real trajectory; the masking proposal as the daemon builds it (serve.compactor)."""
 
 from __future__ import annotations
 
