@@ -133,8 +133,8 @@ class Daemon:
             summarizer = Summarizer(self.engine, degraded_reason=model_error)
             peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
             self.server = Server(self.sock, self.cfg, summarizer, store=self.store, peer_info=peer_info)
-            self.server.status_extra["store"] = self.store.stats
-            self.server.status_extra["weights"] = lambda: weights_status(self.engine)
+            self.server.add_status("store", self.store.stats)
+            self.server.add_status("weights", lambda: weights_status(self.engine))
             await self._start_observers(self.server)
             self._install_signals()
             log.info(
@@ -191,14 +191,17 @@ class Daemon:
     # --- metrics, events, reload --------------------------------------------------------------------
     async def _start_observers(self, server: Server) -> None:
         """Metrics and MQTT listen to the server's events; the exporter binds before READY=1."""
-        server.listeners.append(self._on_event)
-        server.status_extra["mqtt"] = lambda: self.events.status() if self.events else None
-        server.status_extra["metrics"] = lambda: self.metrics_server.address if self.metrics_server else None
-        server.status_extra["config"] = lambda: self.cfg.source or None
-        server.status_extra["reloads"] = lambda: {
-            "ok": self.reloader.reloads,
-            "failed": self.reloader.failures,
-        }
+        server.add_listener(self._on_event)
+        server.add_status("mqtt", lambda: self.events.status() if self.events else None)
+        server.add_status("metrics", lambda: self.metrics_server.address if self.metrics_server else None)
+        server.add_status("config", lambda: self.cfg.source or None)
+        server.add_status(
+            "reloads",
+            lambda: {
+                "ok": self.reloader.reloads,
+                "failed": self.reloader.failures,
+            },
+        )
         self.metrics = Metrics(server)
         if self.cfg.metrics.listen:
             host, port = parse_listen(self.cfg.metrics.listen)

@@ -81,12 +81,12 @@ class Server:
         self._in_loop = False  # handling frames inside run(): no receive is pending
         self._log_agent: str | None = None  # the agent bound in the logging context
         self.errors: dict[str, int] = {}
-        self.listeners: list[Listener] = []
-        self.status_extra: dict[str, Callable[[], Any]] = {}  # more "daemon" fields for STATUS
+        self._listeners: list[Listener] = []  # add_listener
+        self._status_extra: dict[str, Callable[[], Any]] = {}  # more "daemon" fields for STATUS
         self.meter = limits.Meter()  # bytes all mirrors hold (watcher.serve.limits)
         # compaction jobs: one per agent at a time, round-robin; a model lane only with a model
         self.scheduler = FairScheduler(self.tasks, has_model=lambda: self.summarizer.engine is not None)
-        self.status_extra["compaction_queue"] = self.scheduler.stats
+        self.add_status("compaction_queue", self.scheduler.stats)
         self.housekeeping = Housekeeping(self)
         self.jobs = Jobs(self)
         self.sync = Sync(self, self.jobs)
@@ -235,9 +235,17 @@ class Server:
             if not quiet:
                 log.warning("send_failed", peer=peer.hex(), type=t, error=str(exc))
 
+    def add_listener(self, listener: Listener) -> None:
+        """``listener(kind, agent, fields)`` hears every event from now on (metrics, MQTT)."""
+        self._listeners.append(listener)
+
+    def add_status(self, name: str, get: Callable[[], Any]) -> None:
+        """STATUS's ``daemon`` gets a field ``name``, read by ``get()`` at each request."""
+        self._status_extra[name] = get
+
     def emit(self, kind: str, agent: str | None, **fields: Any) -> None:
         """Tell the listeners what happened; a failing listener never reaches the serving loop."""
-        for listener in self.listeners:
+        for listener in self._listeners:
             try:
                 listener(kind, agent, fields)
             except Exception:
@@ -292,7 +300,7 @@ class Server:
             "degraded_reason": self.summarizer.degraded_reason,
             "model": self.cfg.model.path,
             "summarizer": self.summarizer.engine.stats() if self.summarizer.engine is not None else None,
-        } | {name: get() for name, get in self.status_extra.items()}
+        } | {name: get() for name, get in self._status_extra.items()}
 
     def apply_config(self, cfg: Config, summarizer: Summarizer | None = None) -> None:
         """A reload (watcher.runtime.reload): the new configuration, a new summarizer if the model

@@ -60,7 +60,7 @@ async def test_agent_id_is_bound_to_everything_a_frame_causes(tmp_path: Path, ca
     def broken(kind: str, agent: str | None, fields: dict[str, Any]) -> None:
         raise RuntimeError(f"listener bug on {kind}")
 
-    server.listeners.append(broken)
+    server.add_listener(broken)
     stop = asyncio.Event()
     task = asyncio.create_task(server.run(stop))
     try:
