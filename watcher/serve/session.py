@@ -47,8 +47,8 @@ class Session:
     session: str
     peer: bytes
     marks: Watermarks
-    policy: str = "auto"
-    planner: Policy = field(default_factory=lambda: policy_for("optimistic"))  # watcher.planning.policies
+    policy: str = "auto"  # auto | manual | off: does the daemon compact on its own?
+    planner: Policy = field(default_factory=lambda: policy_for("optimistic"))  # when and what to compact
     ctx: Context = field(default_factory=Context)
     nbytes: int = 0  # bytes of the mirror's sections, kept by the server (watcher.serve.limits)
     synced: bool = True  # False after a RESYNC request, until the next SNAPSHOT
