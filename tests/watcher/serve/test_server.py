@@ -20,9 +20,9 @@ from ipc.client import AgentLink
 from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Summarizer
-from watcher.config.settings import Config
+from watcher.config.settings import AgentOverride, Config
 from watcher.planning.planner import Watermarks
-from watcher.planning.policies import PlanInputs, Planned, policy_for
+from watcher.planning.policies import PlanInputs, Planned, Policy, policy_for
 from watcher.serve.housekeeping import SWITCH_INTERVAL_S, gc_pacer
 from watcher.serve.jobs import unchanged
 from watcher.serve.server import Server
@@ -132,3 +132,39 @@ async def test_gc_pacer_keeps_survivors_out_of_collections_until_the_full_one() 
         pacer.cancel()
         await asyncio.gather(pacer, return_exceptions=True)
     assert gc.get_freeze_count() == 0  # everything handed back when it stops
+
+
+async def test_a_session_gets_its_policy_once_at_hello_and_only_a_reload_replaces_it(tmp_path: Path) -> None:
+    ctx = zmq.asyncio.Context()
+    sock = ctx.socket(zmq.ROUTER)
+    endpoint = f"ipc://{tmp_path}/p.sock"
+    sock.bind(endpoint)
+    chosen: list[str] = []
+
+    def policies(name: str) -> Policy:
+        chosen.append(name)
+        return policy_for(name)
+
+    server = Server(sock, Config(), Summarizer(None), policies=policies)
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.run(stop))
+    try:
+        async with AgentLink(endpoint, agent="p", budget=3000, planner="masking", zmq_context=ctx) as link:
+            assert link.welcome["planner"] == "masking"
+            for i in range(1, 60):  # past the high watermark: the masking policy proposes
+                await link.append(output(i), wait=True)
+                if not link.proposals.empty():
+                    break
+            p = await asyncio.wait_for(link.proposals.get(), 15)
+            assert any(s.meta.get("masked") == "1" for s in p.digest), "masked by the session's policy"
+            assert chosen == ["masking"], "chosen once, at HELLO, not per job"
+            server.apply_config(Config(agents={"p": AgentOverride(planner="recency")}))
+            assert chosen == ["masking", "recency"]
+            assert (await link.status())["agents"][0]["planner"] == "recency"
+            assert server.cfg.agents["p"].planner == "recency"
+    finally:
+        stop.set()
+        await task
+        await server.drain()
+        sock.close(0)
+        ctx.term()
