@@ -139,6 +139,16 @@ def cmd_bench_store_sync(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_bench_store_search(args: argparse.Namespace) -> int:
+    from watcher.eval.bench.storesearch import BenchError, run_store_search
+
+    try:
+        result = run_store_search(args.entries, args.rounds, Path(args.dir) if args.dir else None)
+    except BenchError as exc:
+        return fail(str(exc))
+    return _bench_out(result, args.json)
+
+
 def cmd_bench_ingest(args: argparse.Namespace) -> int:
     from watcher.eval.bench.ingest import BenchError, IngestSettings, run_ingest
 

@@ -10,6 +10,7 @@ from watcher.cli.evaluate import (
     cmd_bench_ingest,
     cmd_bench_load,
     cmd_bench_planner,
+    cmd_bench_store_search,
     cmd_bench_store_sync,
     cmd_bench_summarizer,
 )
@@ -210,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     bss.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
     bss.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bss.set_defaults(bench_func=cmd_bench_store_sync)
+    bse = benches.add_parser("store-search", help="archive search through the FTS5 index against the scan")
+    bse.add_argument("--entries", type=int, default=20000, help="archive entries (default 20000)")
+    bse.add_argument("--rounds", type=int, default=3, help="runs of each query, interleaved (default 3)")
+    bse.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
+    bse.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bse.set_defaults(bench_func=cmd_bench_store_search)
     bs = benches.add_parser(
         "summarizer",
         help="digests of trajectory regions with planted facts: compression, fact retention, KV reuse, speed",

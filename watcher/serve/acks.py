@@ -74,7 +74,7 @@ class Acks:
         )
         detail = field(msg, "detail", str, default="", check=lambda d: len(d) <= MAX_DETAIL_LEN)
         if state.pending.pop(pid, None) is None:
-            if self.hub.store.state_of(state.agent, pid) in ("acked", "nacked", "expired"):
+            if self.hub.store.proposals.state_of(state.agent, pid) in ("acked", "nacked", "expired"):
                 return  # a second copy of a re-offered proposal, already settled
             raise ProtocolError(E.UNKNOWN_PROPOSAL, f"NACK: no pending proposal {pid!r}", ref)
         records.settled(self.hub, state, pid, "nacked", reason=f"{reason}: {detail}" if detail else reason)

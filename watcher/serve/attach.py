@@ -53,7 +53,8 @@ def hello(hub: Hub, peer: bytes, msg: dict[str, Any], ref: int | None) -> None:
     state = Session(h.agent, h.session, peer, marks, policy, planner=hub.policies(eff.planner))
     state.tokenizer = h.tokenizer
     state.scorer = Scorer(score_params(cfg.compaction))
-    state.archive = ArchiveView(hub.store, ident.agent, h.session)  # durable, all sessions
+    state.archive = ArchiveView(hub.store.archive, ident.agent, h.session)  # durable, all sessions
+    state.ids = hub.store.ids  # refs and proposal ids numbered by the store, never repeated
     _attach_store(hub, state, h.resume, ident.method)
     hub.agents[h.agent] = state
     hub.by_peer[peer] = state
@@ -86,14 +87,14 @@ def hello(hub: Hub, peer: bytes, msg: dict[str, Any], ref: int | None) -> None:
 def _attach_store(hub: Hub, state: Session, resume: bool, method: str) -> None:
     """Record the attach; settle what a previous connection of this agent left open. A resuming
     agent sends its context next (SNAPSHOT): its session's open proposals are settled then."""
-    hub.store.touch(state.agent, state.session, method)
+    hub.store.agents.touch(state.agent, state.session, method)
     if resume:
         state.synced = False
-        hub.store.expire_open(
+        hub.store.proposals.expire_open(
             state.agent, except_session=state.session, reason="the agent resumed another session"
         )
     else:
-        hub.store.expire_open(state.agent, reason="the agent attached afresh")
+        hub.store.proposals.expire_open(state.agent, reason="the agent attached afresh")
 
 
 def tokenizer_name(hub: Hub) -> str:
@@ -107,7 +108,7 @@ def tokenizer_name(hub: Hub) -> str:
 def bye(hub: Hub, state: Session, msg: dict[str, Any], ref: int | None) -> None:
     hub.by_peer.pop(state.peer, None)
     hub.agents.pop(state.agent, None)
-    hub.store.expire_open(state.agent, reason="the agent said BYE")  # its archive stays
+    hub.store.proposals.expire_open(state.agent, reason="the agent said BYE")  # its archive stays
     log.info("agent_detached", agent=state.agent)
     hub.send(state.peer, {"t": T.BYE, "re": ref} if ref is not None else {"t": T.BYE})
 

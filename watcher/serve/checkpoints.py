@@ -48,7 +48,7 @@ def checkpoint(
         name = req.name or f"v{state.ctx.version}-{int(time.time())}"
         crashpoint("checkpoint")
         try:
-            meta = store.save_checkpoint(
+            meta = store.checkpoints.save(
                 state.agent,
                 state.session,
                 name,
@@ -62,9 +62,9 @@ def checkpoint(
             raise ProtocolError(E.INVALID, f"CHECKPOINT: {exc}", ref) from None
         reply["checkpoint"] = meta.to_wire()
     elif req.op == "list":
-        reply["checkpoints"] = [m.to_wire() for m in store.checkpoints(state.agent)]
+        reply["checkpoints"] = [m.to_wire() for m in store.checkpoints.saved(state.agent)]
     elif req.op == "show":
-        found = store.checkpoint(state.agent, req.name)
+        found = store.checkpoints.get(state.agent, req.name)
         if found is None:
             raise _not_found(req.name, ref)
         meta, sections = found
@@ -79,7 +79,7 @@ def checkpoint(
             if req.offset + taken < len(wires):
                 reply["next_offset"] = req.offset + taken
     else:  # drop
-        if not store.drop_checkpoint(state.agent, req.name):
+        if not store.checkpoints.drop(state.agent, req.name):
             raise _not_found(req.name, ref)
         reply["dropped"] = req.name
     return reply
@@ -96,7 +96,7 @@ def restore(
     """Reset the mirror to checkpoint ``req.name``; the RESTORED reply (with the first page of the
     sections; the client pages the rest with CHECKPOINT show)."""
     check_claim(req.agent, state.agent, "RESTORE", ref)
-    found = store.checkpoint(state.agent, req.name)
+    found = store.checkpoints.get(state.agent, req.name)
     if found is None:
         raise _not_found(req.name, ref)
     meta, sections = found
@@ -108,7 +108,7 @@ def restore(
             "Restore with force to do it anyway",
             ref,
         )
-    expired = store.expire_open(state.agent, reason=f"restored checkpoint {req.name}")
+    expired = store.proposals.expire_open(state.agent, reason=f"restored checkpoint {req.name}")
     state.pending.clear()
     version = max(state.ctx.version, req.version or 0) + 1
     state.ctx.reset(sections, version)

@@ -17,22 +17,6 @@ from watcher.serve.session import Pending, Session
 from watcher.store.crashpoints import crashpoint
 
 
-class _Ids:
-    last = 0
-
-
-def next_id(prefix: str) -> str:
-    _Ids.last += 1
-    return f"{prefix}{_Ids.last}"
-
-
-def seed_ids(start: int) -> None:
-    """Number from ``start`` on (watcher.store.store.Store.next_id_floor): after a restart, new archive
-    refs, proposal ids and digest ids never collide with ones an agent still holds. Never moves
-    backwards (several servers in one process share the counter)."""
-    _Ids.last = max(_Ids.last, start - 1)
-
-
 async def build(state: Session, p: Planned, summarizer: Summarizer) -> Pending | None:
     """The proposal for the plan ``p``; None if the region changed meanwhile or nothing was saved."""
     if isinstance(p, MaskPlan):
@@ -46,7 +30,7 @@ async def build_proposal(state: Session, plan: Plan, summarizer: Summarizer) -> 
     originals = tuple(s for sid in plan.ids if (s := state.ctx.get(sid)) is not None)
     if len(originals) != len(plan.ids):
         return None
-    ref = next_id("a")
+    ref, digest_id, pid = state.ids.take("a", "compactd-d", "p")  # the store's: never repeated
     await archive_first(state, ref, originals)
     items = [Item(s.id, s.kind, s.text, s.tokens) for s in originals]
     try:
@@ -58,7 +42,7 @@ async def build_proposal(state: Session, plan: Plan, summarizer: Summarizer) -> 
         forget(state, ref)
         return None
     section = Section(
-        id=next_id("compactd-d"),
+        id=digest_id,
         kind="digest",
         role="user",
         text=digest.text,
@@ -67,7 +51,7 @@ async def build_proposal(state: Session, plan: Plan, summarizer: Summarizer) -> 
         meta={"archive": ref, "method": digest.method, "sections": str(len(originals))},
     )
     proposal = Proposal(
-        proposal=next_id("p"),
+        proposal=pid,
         base=base,
         replaces=plan.ids,
         digest=(section,),
@@ -113,7 +97,7 @@ async def build_masking(state: Session, p: MaskPlan, summarizer: Summarizer) -> 
         return None
     masked = set(p.masked)
     archived = tuple(s for s in originals if s.id in masked)
-    ref = next_id("a")
+    ref, pid = state.ids.take("a", "p")  # the store's: never repeated
     await archive_first(state, ref, archived)
     out: list[Section] = []
     for s in originals:
@@ -129,7 +113,7 @@ async def build_masking(state: Session, p: MaskPlan, summarizer: Summarizer) -> 
         forget(state, ref)
         return None
     proposal = Proposal(
-        proposal=next_id("p"),
+        proposal=pid,
         base=base,
         replaces=p.ids,
         digest=tuple(out),

@@ -78,16 +78,18 @@ class Housekeeping:
         hub = self.hub
         now = time.time() if now is None else now
         cutoff = now - hub.cfg.daemon.agent_timeout_s
-        for agent in hub.store.agents_with_open():
+        for agent in hub.store.proposals.agents_with_open():
             if agent not in hub.agents:
-                n = hub.store.expire_open(agent, older_than=cutoff, reason="its agent did not come back")
+                n = hub.store.proposals.expire_open(
+                    agent, older_than=cutoff, reason="its agent did not come back"
+                )
                 if n:
                     log.info("proposals_expired", agent=agent, count=n)
         if now - self._retention_at >= RETENTION_EVERY_S:
             self._retention_at = now
-            hub.store.retention_days = hub.cfg.store.retention_days
-            hub.store.max_archive_mb = hub.cfg.store.max_archive_mb
-            ev = hub.store.enforce_retention(now)
+            hub.store.retention.days = hub.cfg.store.retention_days
+            hub.store.retention.max_archive_mb = hub.cfg.store.max_archive_mb
+            ev = hub.store.retention.enforce(now)
             if ev.by_age or ev.by_size:
                 log.info("archive_evicted", by_age=ev.by_age, by_size=ev.by_size, bytes=ev.bytes)
 

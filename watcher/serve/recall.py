@@ -51,7 +51,7 @@ def _missing(what: str, names: list[str], ref: int | None) -> ProtocolError:
 
 
 def _by_refs(store: Store, agent: str, req: RecallRequest, ref: int | None, budget: int) -> dict[str, Any]:
-    entries = [(r, store.entry(agent, r)) for r in req.refs]
+    entries = [(r, store.archive.entry(agent, r)) for r in req.refs]
     missing = [r for r, e in entries if e is None]
     if missing:
         raise _missing("archive entry", missing, ref)
@@ -73,7 +73,7 @@ def _by_refs(store: Store, agent: str, req: RecallRequest, ref: int | None, budg
             break
         item: dict[str, Any] = {"ref": r, "session": e.session, "sections": []}
         items.append(item)
-        for rec in store.originals(agent, r, offset=skip, limit=limit - taken):
+        for rec in store.archive.originals(agent, r, offset=skip, limit=limit - taken):
             wire = rec.section.to_wire()
             n = _size(wire)
             if taken and (taken >= limit or size + n > budget):
@@ -97,7 +97,7 @@ def _by_sections(
     found: list[tuple[str, Recalled]] = []
     missing = []
     for sid in req.sections:
-        recs = store.by_section(agent, sid)
+        recs = store.archive.by_section(agent, sid)
         if not recs:
             missing.append(sid)
         found.extend((sid, r) for r in recs)
@@ -125,7 +125,7 @@ def _by_sections(
 
 def _search(store: Store, agent: str, req: RecallRequest, ref: int | None) -> dict[str, Any]:
     limit = min(req.limit or DEFAULT_HITS, MAX_HITS)
-    hits, more = store.search(agent, req.query, session=req.session, offset=req.offset, limit=limit)
+    hits, more = store.archive.search(agent, req.query, session=req.session, offset=req.offset, limit=limit)
     reply: dict[str, Any] = {
         "t": T.RECALLED,
         "re": ref,
@@ -189,7 +189,7 @@ def human_recall(
     records: list[dict[str, Any]] = []
     missing: list[str] = []
     if list_entries:
-        for e in store.entries(agent, session=session, limit=limit):
+        for e in store.archive.entries(agent, session=session, limit=limit):
             records.append(
                 {
                     "ref": e.ref,
@@ -203,7 +203,7 @@ def human_recall(
                 }
             )
     elif query:
-        hits, _ = store.search(agent, query, session=session, limit=limit)
+        hits, _ = store.archive.search(agent, query, session=session, limit=limit)
         records = [
             {
                 "ref": h.ref,
@@ -216,11 +216,15 @@ def human_recall(
         ]
     else:
         for target in targets:
-            entry = store.entry(agent, target)
+            entry = store.archive.entry(agent, target)
             if entry is not None and entry.evicted is not None:
                 records.append({"ref": target, "evicted": entry.evict_reason})
                 continue
-            recs = store.originals(agent, target) if entry is not None else store.by_section(agent, target)
+            recs = (
+                store.archive.originals(agent, target)
+                if entry is not None
+                else store.archive.by_section(agent, target)
+            )
             if not recs:
                 missing.append(target)
             records += [

@@ -22,13 +22,13 @@ def record(hub: Hub, state: Session, pending: Pending) -> bool:
     """planned → sent, committed before the proposal leaves (its originals already are)."""
     p = pending.proposal
     try:
-        hub.store.plan(state.agent, state.session, p, pending.method)
+        hub.store.proposals.record(state.agent, state.session, p, pending.method)
         crashpoint("planned")
-        hub.store.transition(state.agent, p.proposal, "sent")
+        hub.store.proposals.transition(state.agent, p.proposal, "sent")
     except (StoreError, sqlite3.Error):
         log.exception("store_failed", agent=state.agent, proposal=p.proposal)
         with contextlib.suppress(StoreError, sqlite3.Error):
-            hub.store.transition(state.agent, p.proposal, "expired", reason="store failure")
+            hub.store.proposals.transition(state.agent, p.proposal, "expired", reason="store failure")
         abandon(state, pending)
         return False
     return True
@@ -45,7 +45,7 @@ def settled(
 ) -> None:
     """The agent answered: sent -> ``to`` (acked at ``version``, or nacked for ``reason``)."""
     try:
-        hub.store.transition(state.agent, pid, to, reason=reason, version=version)
+        hub.store.proposals.transition(state.agent, pid, to, reason=reason, version=version)
     except TransitionError as exc:  # aged out meanwhile: the agent's context still decides
         log.warning("proposal_transition_refused", agent=state.agent, proposal=pid, error=str(exc))
 

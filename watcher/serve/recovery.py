@@ -95,23 +95,25 @@ def reconcile(store: Store, state: Session) -> Reconciled:
     ``state.pending`` with the re-offered ones (the caller sends them)."""
     out = Reconciled()
     ctx = state.ctx
-    for sp in store.open_proposals(state.agent, state.session):
+    for sp in store.proposals.open(state.agent, state.session):
         p = sp.proposal
         try:
             if applied(ctx, p):
-                store.transition(state.agent, p.proposal, "acked", version=ctx.version)
+                store.proposals.transition(state.agent, p.proposal, "acked", version=ctx.version)
                 out.acked.append(p)
                 continue
             originals = _originals(store, state.agent, sp)
             if applicable(ctx, p, originals):
                 again = dataclasses.replace(p, base=ctx.version)
                 if not ctx.stale_reason(again):
-                    store.reoffer(state.agent, again)
+                    store.proposals.reoffer(state.agent, again)
                     pending = Pending(again, tuple(originals.values()), sp.method)
                     state.pending[p.proposal] = pending
                     out.reoffered.append(pending)
                     continue
-            store.transition(state.agent, p.proposal, "expired", reason="no longer applies after a resync")
+            store.proposals.transition(
+                state.agent, p.proposal, "expired", reason="no longer applies after a resync"
+            )
             out.expired.append(p.proposal)
         except TransitionError:
             continue  # settled meanwhile (e.g. aged out); nothing to do
@@ -119,7 +121,7 @@ def reconcile(store: Store, state: Session) -> Reconciled:
 
 
 def _originals(store: Store, agent: str, sp: StoredProposal) -> dict[str, Section]:
-    return {r.section.id: r.section for r in store.originals(agent, sp.ref)} if sp.ref else {}
+    return {r.section.id: r.section for r in store.archive.originals(agent, sp.ref)} if sp.ref else {}
 
 
 def open_store(state_dir: Path, cfg: StoreConfig) -> Store:
@@ -142,7 +144,7 @@ def open_store(state_dir: Path, cfg: StoreConfig) -> Store:
         integrity="ok",
         integrity_check_s=round(checked, 3),
         synchronous=cfg.synchronous,
-        archived_bytes=store.archived_bytes,
+        archived_bytes=store.retention.archived_bytes,
         expired_planned=boot.expired_planned,
         orphan_archives=boot.orphan_archives,
         open_sent=boot.open_sent,

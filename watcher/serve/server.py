@@ -26,7 +26,6 @@ from watcher.planning.policies import Policy, policy_for
 from watcher.serve import attach, limits, wire
 from watcher.serve.acks import Acks
 from watcher.serve.auth import PeerInfo
-from watcher.serve.compactor import seed_ids
 from watcher.serve.housekeeping import Housekeeping, Switch, gc_pacer
 from watcher.serve.hub import Listener, Route
 from watcher.serve.jobs import Jobs
@@ -65,7 +64,6 @@ class Server:
         ``policies``: a planner's name -> the policy a session gets at HELLO."""
         self.sock = sock
         self.store = store if store is not None else Store.memory()  # watcher.store.store: archive first
-        seed_ids(self.store.next_id_floor())  # ids never repeat across restarts
         self.peer_info = peer_info if peer_info is not None else PeerInfo()
         self.policies = policies
         self.cfg = cfg
@@ -310,11 +308,9 @@ class Server:
         if summarizer is not None:
             self.summarizer = summarizer
             self.check_degraded()
-        if old.store != cfg.store:  # watcher.store.store.Store reads these when it enforces
-            self.store.retention_days, self.store.max_archive_mb = (
-                cfg.store.retention_days,
-                cfg.store.max_archive_mb,
-            )
+        if old.store != cfg.store:  # watcher.store.retention reads these when it enforces
+            self.store.retention.days = cfg.store.retention_days
+            self.store.retention.max_archive_mb = cfg.store.max_archive_mb
         attach.resolve_attached(self, cfg)
 
     def check_degraded(self) -> None:

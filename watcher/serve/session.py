@@ -11,6 +11,7 @@ import asyncio
 import time
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ipc.context import Context
 from ipc.protocol import Proposal
@@ -41,6 +42,24 @@ class StagedSnapshot:
     nbytes: int = 0  # bytes of the staged sections (watcher.serve.limits)
 
 
+class IdSource(Protocol):
+    def take(self, *prefixes: str) -> list[str]:
+        """One new id per prefix (archive ref ``a``, digest id ``compactd-d``, proposal id ``p``)."""
+        ...
+
+
+class LocalIds:
+    """Ids of a state without a store (tests, embedders): numbered per state, like its dict archive.
+    The server installs its store's (watcher.store.ids: durable, never repeated after a restart)."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def take(self, *prefixes: str) -> list[str]:
+        first, self.last = self.last + 1, self.last + len(prefixes)
+        return [f"{prefix}{first + i}" for i, prefix in enumerate(prefixes)]
+
+
 @dataclass
 class Session:
     agent: str
@@ -58,6 +77,7 @@ class Session:
     pending: dict[str, Pending] = field(default_factory=dict)
     # ref -> originals; the server installs a watcher.store.store.ArchiveView (durable, agent-scoped)
     archive: MutableMapping[str, tuple[Section, ...]] = field(default_factory=dict)
+    ids: IdSource = field(default_factory=LocalIds)  # the server installs its store's (watcher.store.ids)
     job_running: bool = False
     last_seen: float = field(default_factory=time.monotonic)
     stuck_reported: bool = False

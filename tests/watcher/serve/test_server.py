@@ -86,7 +86,7 @@ async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planne
             assert not any(on_loop for _, on_loop in gated.calls)
             assert p.base == version
             assert await link.apply(p)
-            assert p.archive and store.entry("gated", p.archive[0]) is not None  # archived first
+            assert p.archive and store.archive.entry("gated", p.archive[0]) is not None  # archived first
     finally:
         gated.gate.set()
         stop.set()

@@ -62,10 +62,10 @@ def proposal(pid: str, ref: str, ids: tuple[str, ...], base: int = 1) -> Proposa
 
 
 def sent(store: Store, agent: str, pid: str, ref: str, originals: tuple[Section, ...]) -> Proposal:
-    store.put_archive(agent, "default", ref, originals)
+    store.archive.put(agent, "default", ref, originals)
     p = proposal(pid, ref, tuple(s.id for s in originals))
-    store.plan(agent, "default", p, "deterministic")
-    store.transition(agent, pid, "sent")
+    store.proposals.record(agent, "default", p, "deterministic")
+    store.proposals.transition(agent, pid, "sent")
     return p
 
 
@@ -106,32 +106,32 @@ def test_one_daemon_per_state_directory(tmp_path: Path) -> None:
 
 def test_originals_come_back_byte_for_byte_after_reopen(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    store.put_archive("a", "default", "a1", TRICKY)
+    store.archive.put("a", "default", "a1", TRICKY)
     store.close()
     store = open_store(tmp_path)
-    back = [r.section for r in store.originals("a", "a1")]
+    back = [r.section for r in store.archive.originals("a", "a1")]
     assert back == TRICKY
     assert [section_digest(s) for s in back] == [section_digest(s) for s in TRICKY]
-    assert store.entry("a", "a1") is not None
-    assert store.entry("a", "a1").tokens == sum(s.tokens for s in TRICKY)  # type: ignore[union-attr]
-    page = store.originals("a", "a1", offset=1, limit=2)
+    assert store.archive.entry("a", "a1") is not None
+    assert store.archive.entry("a", "a1").tokens == sum(s.tokens for s in TRICKY)  # type: ignore[union-attr]
+    page = store.archive.originals("a", "a1", offset=1, limit=2)
     assert [r.pos for r in page] == [1, 2] and page[0].section == TRICKY[1]
     store.close()
 
 
 def test_a_damaged_row_fails_its_checksum(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    store.put_archive("a", "default", "a1", TRICKY[:2])
+    store.archive.put("a", "default", "a1", TRICKY[:2])
     store.db.execute("UPDATE originals SET text = 'tampered' WHERE pos = 0")
     with pytest.raises(CorruptError, match="checksum"):
-        store.originals("a", "a1")
+        store.archive.originals("a", "a1")
     store.close()
 
 
 def test_integrity_check_refuses_a_corrupt_file(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     for i in range(200):
-        store.put_archive("a", "default", f"a{i}", (Section(f"s{i}", "user", f"text {i} " * 300),))
+        store.archive.put("a", "default", f"a{i}", (Section(f"s{i}", "user", f"text {i} " * 300),))
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     path = tmp_path / DB_NAME
@@ -147,24 +147,24 @@ def test_integrity_check_refuses_a_corrupt_file(tmp_path: Path) -> None:
 def test_proposal_state_machine(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     p = sent(store, "a", "p1", "a1", TRICKY[:2])
-    assert store.state_of("a", "p1") == "sent"
-    assert [o.proposal for o in store.open_proposals("a")] == [p]
+    assert store.proposals.state_of("a", "p1") == "sent"
+    assert [o.proposal for o in store.proposals.open("a")] == [p]
     with pytest.raises(TransitionError):
-        store.transition("a", "p1", "planned")
+        store.proposals.transition("a", "p1", "planned")
     with pytest.raises(TransitionError):
-        store.transition("b", "p1", "acked")  # another agent's proposal does not exist for b
-    assert store.transition("a", "p1", "acked", version=7) == "sent"
+        store.proposals.transition("b", "p1", "acked")  # another agent's proposal does not exist for b
+    assert store.proposals.transition("a", "p1", "acked", version=7) == "sent"
     for to in ("acked", "nacked", "expired", "sent"):
         with pytest.raises(TransitionError):
-            store.transition("a", "p1", to)  # terminal
+            store.proposals.transition("a", "p1", to)  # terminal
     # planned -> expired: it never left, so its archive entry goes with it
-    store.put_archive("a", "default", "a2", TRICKY[2:3])
-    store.plan("a", "default", proposal("p2", "a2", ("s3",)), "deterministic")
+    store.archive.put("a", "default", "a2", TRICKY[2:3])
+    store.proposals.record("a", "default", proposal("p2", "a2", ("s3",)), "deterministic")
     with pytest.raises(TransitionError):
-        store.transition("a", "p2", "acked")
-    store.transition("a", "p2", "expired")
-    assert store.entry("a", "a2") is None
-    assert store.proposal_counts("a") == {"planned": 0, "sent": 0, "acked": 1, "nacked": 0, "expired": 1}
+        store.proposals.transition("a", "p2", "acked")
+    store.proposals.transition("a", "p2", "expired")
+    assert store.archive.entry("a", "a2") is None
+    assert store.proposals.counts("a") == {"planned": 0, "sent": 0, "acked": 1, "nacked": 0, "expired": 1}
     # the digest is recorded with its source references
     row = store.db.execute("SELECT ref, source_ids FROM digests WHERE digest_id = 'd-p1'").fetchone()
     assert row == ("a1", '["s1", "s2"]')
@@ -174,28 +174,28 @@ def test_proposal_state_machine(tmp_path: Path) -> None:
 def test_boot_recovery_after_a_crash(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     sent(store, "a", "p1", "a1", TRICKY[:1])  # sent: stays open until the agent resumes
-    store.put_archive("a", "default", "a2", TRICKY[1:2])  # planned: never left
-    store.plan("a", "default", proposal("p2", "a2", ("s2",)), "deterministic")
-    store.put_archive("a", "default", "a3", TRICKY[2:3])  # orphan: killed while summarizing
+    store.archive.put("a", "default", "a2", TRICKY[1:2])  # planned: never left
+    store.proposals.record("a", "default", proposal("p2", "a2", ("s2",)), "deterministic")
+    store.archive.put("a", "default", "a3", TRICKY[2:3])  # orphan: killed while summarizing
     store.db.close()  # as a kill -9 would: no clean close, the lock released by the kernel
     import os
 
-    assert store._lock_fd is not None
-    os.close(store._lock_fd)
+    assert store.database.lock_fd is not None
+    os.close(store.database.lock_fd)
     store = open_store(tmp_path)
     report = store.recover()
     assert (report.expired_planned, report.orphan_archives, report.open_sent) == (1, 1, 1)
-    assert store.state_of("a", "p1") == "sent" and store.state_of("a", "p2") == "expired"
-    assert store.entry("a", "a1") is not None
-    assert store.entry("a", "a2") is None and store.entry("a", "a3") is None
-    assert store.next_id_floor() == 4  # a3 is gone, but its number is not handed out again
+    assert store.proposals.state_of("a", "p1") == "sent" and store.proposals.state_of("a", "p2") == "expired"
+    assert store.archive.entry("a", "a1") is not None
+    assert store.archive.entry("a", "a2") is None and store.archive.entry("a", "a3") is None
+    assert store.ids.floor() == 4  # a3 is gone, but its number is not handed out again
     store.close()
 
 
 def test_next_id_floor_covers_every_kind_of_id(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     sent(store, "a", "p41", "a40", TRICKY[:1])
-    assert store.next_id_floor() == 42
+    assert store.ids.floor() == 42
     store.close()
 
 
@@ -203,17 +203,17 @@ def test_retention_by_age_never_touches_open_proposals(tmp_path: Path) -> None:
     clock = Clock()
     store = open_store(tmp_path, retention_days=1, clock=clock)
     sent(store, "a", "p1", "a1", TRICKY[:1])
-    store.transition("a", "p1", "acked")
+    store.proposals.transition("a", "p1", "acked")
     sent(store, "a", "p2", "a2", TRICKY[1:2])  # still pending
     clock.t += 2 * 86400
     sent(store, "a", "p3", "a3", TRICKY[2:3])
-    store.transition("a", "p3", "acked")
-    ev = store.enforce_retention()
+    store.proposals.transition("a", "p3", "acked")
+    ev = store.retention.enforce()
     assert (ev.by_age, ev.by_size) == (1, 0)
-    e1 = store.entry("a", "a1")
+    e1 = store.archive.entry("a", "a1")
     assert e1 is not None and e1.evicted is not None and "retention_days" in e1.evict_reason
-    assert store.originals("a", "a1") == []
-    assert store.originals("a", "a2") and store.originals("a", "a3")
+    assert store.archive.originals("a", "a1") == []
+    assert store.archive.originals("a", "a2") and store.archive.originals("a", "a3")
     store.close()
 
 
@@ -222,53 +222,53 @@ def test_size_cap_evicts_nacked_first_then_oldest(tmp_path: Path) -> None:
     big = "y" * 300_000
     for i in range(1, 4):  # a1, a2, a3 acked (oldest first)
         sent(store, "a", f"p{i}", f"a{i}", (Section(f"s{i}", "user", big),))
-        store.transition("a", f"p{i}", "acked")
+        store.proposals.transition("a", f"p{i}", "acked")
     sent(store, "a", "p4", "a4", (Section("s4", "user", big),))
-    store.transition("a", "p4", "nacked")  # the agent kept these in its context
+    store.proposals.transition("a", "p4", "nacked")  # the agent kept these in its context
     sent(store, "a", "p5", "a5", (Section("s5", "user", big),))  # pending: never evicted
     # 5 x 300 kB > 1 MiB: put_archive applied the cap on its own
-    gone = [r for r in ("a1", "a2", "a3", "a4", "a5") if store.entry("a", r).evicted]  # type: ignore[union-attr]
+    gone = [r for r in ("a1", "a2", "a3", "a4", "a5") if store.archive.entry("a", r).evicted]  # type: ignore[union-attr]
     assert gone == ["a1", "a4"]
-    assert store.archived_bytes <= 1024 * 1024
+    assert store.retention.archived_bytes <= 1024 * 1024
     store.close()
 
 
 def test_every_read_is_scoped_to_the_agent(tmp_path: Path) -> None:
     store = open_store(tmp_path)
     sent(store, "alice", "p1", "a1", (Section("s1", "user", "alice's secret plan"),))
-    store.save_checkpoint("alice", "default", "cp", TRICKY[:1], version=3, epoch=0)
-    assert store.entry("bob", "a1") is None
-    assert store.originals("bob", "a1") == []
-    assert store.by_section("bob", "s1") == [] and store.by_section("bob", "d-p1") == []
-    assert store.search("bob", "secret") == ([], False)
-    assert store.checkpoint("bob", "cp") is None and store.checkpoints("bob") == []
-    assert not store.drop_checkpoint("bob", "cp")
-    assert store.open_proposals("bob") == []
+    store.checkpoints.save("alice", "default", "cp", TRICKY[:1], version=3, epoch=0)
+    assert store.archive.entry("bob", "a1") is None
+    assert store.archive.originals("bob", "a1") == []
+    assert store.archive.by_section("bob", "s1") == [] and store.archive.by_section("bob", "d-p1") == []
+    assert store.archive.search("bob", "secret") == ([], False)
+    assert store.checkpoints.get("bob", "cp") is None and store.checkpoints.saved("bob") == []
+    assert not store.checkpoints.drop("bob", "cp")
+    assert store.proposals.open("bob") == []
     with pytest.raises(TransitionError):
-        store.transition("bob", "p1", "acked")
+        store.proposals.transition("bob", "p1", "acked")
     # alice sees her own, by ref, section id, digest id and search
-    assert store.by_section("alice", "s1")[0].section.text == "alice's secret plan"
-    assert store.by_section("alice", "d-p1")[0].ref == "a1"
-    hits, more = store.search("alice", "SECRET")
+    assert store.archive.by_section("alice", "s1")[0].section.text == "alice's secret plan"
+    assert store.archive.by_section("alice", "d-p1")[0].ref == "a1"
+    hits, more = store.archive.search("alice", "SECRET")
     assert [h.section_id for h in hits] == ["s1"] and not more and "secret" in hits[0].snippet
-    view = ArchiveView(store, "bob", "default")
+    view = ArchiveView(store.archive, "bob", "default")
     assert "a1" not in view and len(view) == 0
     store.close()
 
 
 def test_checkpoints_round_trip_and_refuse_duplicates(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    meta = store.save_checkpoint("a", "s1", "before-refactor", TRICKY, version=12, epoch=3, note="n")
+    meta = store.checkpoints.save("a", "s1", "before-refactor", TRICKY, version=12, epoch=3, note="n")
     assert (meta.version, meta.epoch, meta.sections) == (12, 3, len(TRICKY))
     with pytest.raises(StoreError, match="exists"):
-        store.save_checkpoint("a", "s1", "before-refactor", TRICKY[:1], version=13, epoch=3)
+        store.checkpoints.save("a", "s1", "before-refactor", TRICKY[:1], version=13, epoch=3)
     store.close()
     store = open_store(tmp_path)
-    found = store.checkpoint("a", "before-refactor")
+    found = store.checkpoints.get("a", "before-refactor")
     assert found is not None and found[1] == TRICKY and found[0].note == "n"
-    store.save_checkpoint("a", "s2", "before-refactor", TRICKY[:1], version=13, epoch=4, overwrite=True)
-    assert [m.version for m in store.checkpoints("a")] == [13]
-    assert store.drop_checkpoint("a", "before-refactor") and store.checkpoints("a") == []
+    store.checkpoints.save("a", "s2", "before-refactor", TRICKY[:1], version=13, epoch=4, overwrite=True)
+    assert [m.version for m in store.checkpoints.saved("a")] == [13]
+    assert store.checkpoints.drop("a", "before-refactor") and store.checkpoints.saved("a") == []
     store.close()
 
 
@@ -277,7 +277,7 @@ def test_the_sync_point_fsyncs_only_at_level_normal(tmp_path: Path) -> None:
         store = Store.open(tmp_path / f"{level}.db", synchronous=level)
         sent(store, "a", "p1", "a1", TRICKY[:1])
         store.sync_wal()  # the server calls it between "sent" and the send
-        assert store.syncs == syncs, level
+        assert store.database.syncs == syncs, level
         assert store.db.execute("PRAGMA synchronous").fetchone()[0] == (
             "off",
             "normal",
@@ -289,22 +289,22 @@ def test_the_sync_point_fsyncs_only_at_level_normal(tmp_path: Path) -> None:
 
 def test_rows_encoded_beforehand_store_the_same_bytes(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    store.put_archive("a", "default", "a1", TRICKY)
-    store.put_archive("a", "default", "a2", TRICKY, archive_rows(TRICKY))
-    one, two = store.entry("a", "a1"), store.entry("a", "a2")
+    store.archive.put("a", "default", "a1", TRICKY)
+    store.archive.put("a", "default", "a2", TRICKY, archive_rows(TRICKY))
+    one, two = store.archive.entry("a", "a1"), store.archive.entry("a", "a2")
     assert one is not None and two is not None
     assert (one.sections, one.tokens, one.bytes) == (two.sections, two.tokens, two.bytes)
     rows = "SELECT pos, section_id, kind, text, attrs, sha256 FROM originals WHERE seq = ? ORDER BY pos"
     seqs = [r[0] for r in store.db.execute("SELECT seq FROM archive ORDER BY seq")]
     assert store.db.execute(rows, (seqs[0],)).fetchall() == store.db.execute(rows, (seqs[1],)).fetchall()
-    assert [r.section for r in store.originals("a", "a2")] == TRICKY
-    assert store.archived_bytes == 2 * one.bytes
+    assert [r.section for r in store.archive.originals("a", "a2")] == TRICKY
+    assert store.retention.archived_bytes == 2 * one.bytes
     store.close()
 
 
 async def test_archive_view_put_is_committed_when_it_returns(tmp_path: Path) -> None:
     store = open_store(tmp_path)
-    view = ArchiveView(store, "a", "default")
+    view = ArchiveView(store.archive, "a", "default")
     await view.put("a1", tuple(TRICKY))
     other = connect_readonly(tmp_path / DB_NAME)  # another connection sees it: committed
     try:
@@ -321,7 +321,7 @@ def fill(store: Store, refs: range, gap_s: float) -> int:
     biggest = 0
     for i in refs:
         text = f"{i} " + "a line of tool output that goes to the archive\n" * 2000
-        store.put_archive("a", "default", f"a{i}", (Section(f"s{i}", "tool_result", text),))
+        store.archive.put("a", "default", f"a{i}", (Section(f"s{i}", "tool_result", text),))
         biggest = max(biggest, wal.stat().st_size)
         time.sleep(gap_s)
     return biggest
@@ -333,8 +333,8 @@ def test_the_wal_is_checkpointed_by_a_thread_and_stays_bounded(tmp_path: Path) -
     # ~12 MB in commits with gaps (the event loop's idle time): the thread checkpoints, and the
     # WAL restarts (truncated) after each complete checkpoint
     biggest = fill(store, range(120), 0.02)
-    assert store.wal_checkpoints >= 2
-    assert store._checkpointer is not None and store._checkpointer.inline == 0
+    assert store.database.wal_checkpoints >= 2
+    assert store.database.checkpointer is not None and store.database.checkpointer.inline == 0
     assert biggest < WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES
     # back to back, no gap for the thread's checkpoint to complete in: the commit checkpoints
     # itself once the WAL is WAL_INLINE_FACTOR times the size, as SQLite's own would have
@@ -344,7 +344,9 @@ def test_the_wal_is_checkpointed_by_a_thread_and_stays_bounded(tmp_path: Path) -
     assert not Path(f"{tmp_path / DB_NAME}-wal").exists()  # the last connection checkpointed it, as before
     store = open_store(tmp_path)
     assert store.integrity() == []
-    assert len(store.refs("a")) == 370 and store.originals("a", "a369")[0].section.text.startswith("369 ")
+    assert len(store.archive.refs("a")) == 370 and store.archive.originals("a", "a369")[
+        0
+    ].section.text.startswith("369 ")
     store.close()
 
 
@@ -355,4 +357,4 @@ def test_close_stops_the_checkpoint_thread(tmp_path: Path) -> None:
     assert len(mine) == 1
     store.close()
     assert not any(t.is_alive() for t in mine)
-    assert Store.memory().wal_checkpoints == 0  # no file, no thread
+    assert Store.memory().database.wal_checkpoints == 0  # no file, no thread

@@ -43,13 +43,13 @@ def _one(store: Store, n: int) -> tuple[float, float]:
     digest = Section(f"d{n}", "digest", "digest text " * 40, tokens=120, meta={"archive": ref})
     p = Proposal(pid, n, tuple(s.id for s in originals), (digest,), 4800, 120, 4800, (ref,))
     t0 = time.perf_counter()
-    store.put_archive("bench", "default", ref, originals)
-    store.plan("bench", "default", p, "deterministic")
-    store.transition("bench", pid, "sent")
+    store.archive.put("bench", "default", ref, originals)
+    store.proposals.record("bench", "default", p, "deterministic")
+    store.proposals.transition("bench", pid, "sent")
     t1 = time.perf_counter()
     store.sync_wal()  # the server runs this in a thread
     t2 = time.perf_counter()
-    store.transition("bench", pid, "acked", version=n + 1)  # later, when the ACK comes
+    store.proposals.transition("bench", pid, "acked", version=n + 1)  # later, when the ACK comes
     t3 = time.perf_counter()
     return (t1 - t0) + (t3 - t2), t2 - t0
 
@@ -68,7 +68,7 @@ def run_store_sync(proposals: int = 200, directory: Path | None = None) -> dict[
             for level in SYNCHRONOUS_LEVELS
         }
         plain = Store.open(Path(tmp) / "plain.db", synchronous="normal", integrity_check=False)
-        plain.sync_points = False
+        plain.database.sync_points = False
         stores[NORMAL_NO_SYNC_POINT] = plain
         loop: dict[str, list[float]] = {level: [] for level in stores}
         sent: dict[str, list[float]] = {level: [] for level in stores}

@@ -1,0 +1,196 @@
+"""The archive: every section a proposal replaces, archived *before* the proposal leaves the
+daemon (``archive`` + ``originals``: exact text, every attribute, a checksum checked on every
+read), and :class:`ArchiveView`, one agent's archive as a mapping (what ``AgentState.archive``
+holds).
+
+Scope: every read takes the caller's agent identity and filters on it in SQL. There is no query
+that returns another agent's rows; the daemon passes the *authenticated* identity (watcher.serve.auth).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, MutableMapping, Sequence
+from typing import Any
+
+from ipc.sections import Section
+from watcher.store import search as searching
+from watcher.store.codec import ArchiveRows, archive_rows, recalled
+from watcher.store.database import Database
+from watcher.store.records import ArchiveEntry, Hit, Recalled, StoreError
+from watcher.store.retention import Retention
+from watcher.store.schema import FTS_POS
+
+_ENTRY = (
+    "SELECT a.ref, a.agent, a.session, a.created, a.sections, a.tokens, a.bytes, a.evicted, "
+    "COALESCE(a.evict_reason, ''), COALESCE(p.state, '') FROM archive a "
+    "LEFT JOIN proposals p ON p.ref = a.ref WHERE "
+)
+_ORIGINALS = "SELECT a.ref, o.session, o.pos, o.section_id, o.kind, o.text, o.attrs, o.sha256 "
+
+
+class Archive:
+    def __init__(self, db: Database, retention: Retention) -> None:
+        self._db = db
+        self._retention = retention
+
+    def put(
+        self,
+        agent: str,
+        session: str,
+        ref: str,
+        originals: Sequence[Section],
+        rows: ArchiveRows | None = None,
+    ) -> None:
+        """Archive ``originals`` under ``ref``; committed (durable) when this returns. ``rows``:
+        their :func:`archive_rows`, if computed already (off the event loop: ArchiveView.put)."""
+        now = self._db.clock()
+        enc = rows if rows is not None else archive_rows(originals)
+        if len(enc.rows) >= FTS_POS:
+            raise StoreError(f"archive {ref}: {len(enc.rows)} sections in one entry (at most {FTS_POS - 1})")
+        with self._db.tx() as db:
+            cur = db.execute(
+                "INSERT INTO archive(ref, agent, session, created, sections, tokens, bytes) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (ref, agent, session, now, len(enc.rows), enc.tokens, enc.bytes),
+            )
+            seq = cur.lastrowid
+            db.executemany(
+                "INSERT INTO originals(seq, pos, agent, session, section_id, kind, text, attrs, sha256) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (seq, pos, agent, session, sid, kind, text, attrs, sha)
+                    for (pos, sid, kind, attrs, sha), text in zip(enc.rows, enc.texts, strict=True)
+                ],
+            )
+        self._retention.added(enc.bytes)
+
+    def entry(self, agent: str, ref: str) -> ArchiveEntry | None:
+        """The archive entry ``ref`` if it belongs to ``agent``; None otherwise (no oracle)."""
+        row = self._db.conn.execute(_ENTRY + "a.ref = ? AND a.agent = ?", (ref, agent)).fetchone()
+        return ArchiveEntry(*row) if row else None
+
+    def entries(self, agent: str, *, session: str | None = None, limit: int = 100) -> list[ArchiveEntry]:
+        sql = _ENTRY + "a.agent = ?"
+        args: list[Any] = [agent]
+        if session is not None:
+            sql += " AND a.session = ?"
+            args.append(session)
+        sql += " ORDER BY a.seq DESC LIMIT ?"
+        args.append(limit)
+        return [ArchiveEntry(*r) for r in self._db.conn.execute(sql, args)]
+
+    def originals(self, agent: str, ref: str, *, offset: int = 0, limit: int = -1) -> list[Recalled]:
+        """The archived sections of ``ref`` (in order) if it belongs to ``agent``; checksums verified."""
+        rows = self._db.conn.execute(
+            _ORIGINALS + "FROM archive a JOIN originals o ON o.seq = a.seq "
+            "WHERE a.ref = ? AND a.agent = ? ORDER BY o.pos LIMIT ? OFFSET ?",
+            (ref, agent, limit, offset),
+        )
+        return [recalled(r) for r in rows]
+
+    def by_section(self, agent: str, section_id: str) -> list[Recalled]:
+        """Archived copies of section ``section_id`` in ``agent``'s scope, newest first. A digest's id
+        yields the originals that digest replaced."""
+        digest = self._db.conn.execute(
+            "SELECT ref FROM digests WHERE agent = ? AND digest_id = ?", (agent, section_id)
+        ).fetchone()
+        if digest is not None:
+            return self.originals(agent, digest[0])
+        rows = self._db.conn.execute(
+            _ORIGINALS + "FROM originals o JOIN archive a ON a.seq = o.seq "
+            "WHERE o.agent = ? AND o.section_id = ? ORDER BY o.seq DESC, o.pos",
+            (agent, section_id),
+        )
+        return [recalled(r) for r in rows]
+
+    def search(
+        self,
+        agent: str,
+        query: str,
+        *,
+        session: str | None = None,
+        offset: int = 0,
+        limit: int = 50,
+        context_chars: int = 80,
+    ) -> tuple[list[Hit], bool]:
+        """Archived sections of ``agent`` whose text contains ``query`` (ASCII case-insensitive),
+        newest first; returns (hits, more). How: watcher.store.search."""
+        needle = searching.ascii_lower(query)
+        sql, args = searching.statement(self._db, agent, needle, session)
+        rows = self._db.conn.execute(sql + " LIMIT ? OFFSET ?", [*args, limit + 1, offset])
+        hits = [
+            Hit(ref, sess, pos, sid, kind, at, searching.snippet(text, needle, len(query), context_chars))
+            for ref, sess, pos, sid, kind, at, text in rows
+        ]
+        return hits[:limit], len(hits) > limit
+
+    def drop_unproposed(self, agent: str, ref: str) -> bool:
+        """Delete archive entry ``ref`` if no proposal refers to it; True if deleted."""
+        with self._db.tx() as db:
+            n = db.execute(
+                "DELETE FROM archive WHERE ref = ? AND agent = ? "
+                "AND NOT EXISTS (SELECT 1 FROM proposals p WHERE p.ref = archive.ref)",
+                (ref, agent),
+            ).rowcount
+        if n:
+            self._retention.recount()
+        return bool(n)
+
+    def sections(self, agent: str) -> int:
+        """How many sections ``agent`` has archived (not evicted)."""
+        return int(
+            self._db.scalar(
+                "SELECT COALESCE(SUM(sections), 0) FROM archive WHERE agent = ? AND evicted IS NULL", agent
+            )
+        )
+
+    def count(self, agent: str) -> int:
+        """How many archive entries ``agent`` has (tombstones included)."""
+        return int(self._db.scalar("SELECT COUNT(*) FROM archive WHERE agent = ?", agent))
+
+    def refs(self, agent: str) -> list[str]:
+        rows = self._db.conn.execute("SELECT ref FROM archive WHERE agent = ? ORDER BY seq", (agent,))
+        return [r[0] for r in rows]
+
+
+class ArchiveView(MutableMapping[str, tuple[Section, ...]]):
+    """An agent's archive as a mapping ``ref -> originals``, backed by the store.
+
+    Assigning is durable: ``view[ref] = originals`` returns after the commit (archive first).
+    Reading sees only this agent's entries, across all its sessions.
+    """
+
+    def __init__(self, archive: Archive, agent: str, session: str) -> None:
+        self.archive = archive
+        self.agent = agent
+        self.session = session
+
+    def __setitem__(self, ref: str, originals: tuple[Section, ...]) -> None:
+        self.archive.put(self.agent, self.session, ref, originals)
+
+    async def put(self, ref: str, originals: tuple[Section, ...]) -> None:
+        """``view[ref] = originals`` with the rows encoded in a thread (:func:`archive_rows`), so
+        that only the insert and its commit run on the event loop; durable when this returns."""
+        rows = await asyncio.to_thread(archive_rows, originals)
+        self.archive.put(self.agent, self.session, ref, originals, rows)
+
+    def __getitem__(self, ref: str) -> tuple[Section, ...]:
+        if self.archive.entry(self.agent, ref) is None:
+            raise KeyError(ref)
+        return tuple(r.section for r in self.archive.originals(self.agent, ref))
+
+    def __delitem__(self, ref: str) -> None:
+        """Only an entry no proposal refers to (a job that produced nothing) can be removed; the
+        originals of a proposal go only by the retention policy."""
+        if not self.archive.drop_unproposed(self.agent, ref):
+            raise KeyError(ref)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.archive.refs(self.agent))
+
+    def __len__(self) -> int:
+        return self.archive.count(self.agent)
+
+    def section_count(self) -> int:
+        return self.archive.sections(self.agent)

@@ -1,0 +1,94 @@
+"""Archive search: the archived sections of one agent whose text contains a string (ASCII
+case-insensitive, as SQLite's ``lower``), newest first.
+
+A query of 3 or more characters goes through the FTS5 index ``originals_fts`` (watcher.store.schema,
+trigram tokenizer, no positions): the rows holding every trigram of the query are candidates, read
+newest first, and each is checked on its text (``instr(lower(text), query)``), so the hits are
+exactly those of a scan. A query of 1 or 2 characters has no trigram: it is a scan of the agent's
+newest :data:`SHORT_QUERY_ENTRIES` archive entries (such a string is in nearly every section, so
+the page fills from the newest ones; older entries are not searched); so is a longer one whose every
+trigram holds a NUL character (the index holds NULs as spaces). A read-only view of a file not yet
+migrated to v2 (no index) scans everything, as before the index.
+
+Cost: without positions the index stays small (~70 % of the text's size; with them, ~3x), but a
+query made of common trigrams (two frequent words) has most sections as candidates and costs
+about what the scan did; a query with one rare part is answered from the index alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from watcher.store.database import Database
+from watcher.store.schema import FTS_POS
+
+SHORT_QUERY_ENTRIES: Final = 2000
+MAX_TRIGRAMS: Final = 32  # of a long query: enough to be selective (every candidate is checked anyway)
+
+_LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_COLUMNS: Final = "a.ref, o.session, o.pos, o.section_id, o.kind, a.created, o.text"
+
+
+def ascii_lower(s: str) -> str:
+    return s.translate(_LOWER)
+
+
+def match_expression(needle: str) -> str:
+    """The FTS5 query for rows holding every trigram of ``needle`` ("" if it has none)."""
+    grams = list(dict.fromkeys(needle[i : i + 3] for i in range(len(needle) - 2)))
+    grams = [g for g in grams if "\x00" not in g]  # FTS5 reads its query as a C string
+    if len(grams) > MAX_TRIGRAMS:
+        step = len(grams) / MAX_TRIGRAMS
+        grams = [grams[int(i * step)] for i in range(MAX_TRIGRAMS)] + [grams[-1]]
+    return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
+
+
+def statement(db: Database, agent: str, needle: str, session: str | None) -> tuple[str, list[Any]]:
+    """The SELECT of ``agent``'s sections containing ``needle`` (ASCII-lowercased), newest first,
+    without its LIMIT and OFFSET; its rows are ``(ref, session, pos, section_id, kind, created, text)``."""
+    match = match_expression(needle) if db.has_fts else ""
+    args: list[Any]
+    if match:
+        sql = (
+            f"SELECT {_COLUMNS} FROM originals_fts "
+            f"JOIN originals o ON o.seq = originals_fts.rowid / {FTS_POS} "
+            f"AND o.pos = {FTS_POS - 1} - originals_fts.rowid % {FTS_POS} "
+            "JOIN archive a ON a.seq = o.seq "
+            "WHERE originals_fts MATCH ? AND o.agent = ? AND instr(lower(o.text), ?) > 0"
+        )
+        args = [match, agent, needle]
+        order = " ORDER BY originals_fts.rowid DESC"
+    elif db.has_fts:  # 1-2 characters: the newest entries, a range of the primary key (+: not by agent)
+        sql = (
+            f"SELECT {_COLUMNS} FROM originals o JOIN archive a ON a.seq = o.seq "
+            "WHERE o.seq >= ? AND +o.agent = ? AND instr(lower(o.text), ?) > 0"
+        )
+        args = [_window(db, agent), agent, needle]
+        order = " ORDER BY o.seq DESC, o.pos"
+    else:  # no index (a file not yet migrated): the scan of schema v1
+        sql = (
+            f"SELECT {_COLUMNS} FROM originals o JOIN archive a ON a.seq = o.seq "
+            "WHERE o.agent = ? AND instr(lower(o.text), ?) > 0"
+        )
+        args = [agent, needle]
+        order = " ORDER BY o.seq DESC, o.pos"
+    if session is not None:
+        sql += " AND o.session = ?"
+        args.append(session)
+    return sql + order, args
+
+
+def snippet(text: str, needle: str, width: int, context_chars: int) -> str:
+    """``context_chars`` either side of the first ``needle`` (``width`` characters) in ``text``."""
+    at = ascii_lower(text).find(needle)
+    lo, hi = max(0, at - context_chars), min(len(text), at + width + context_chars)
+    return ("…" if lo else "") + text[lo:hi] + ("…" if hi < len(text) else "")
+
+
+def _window(db: Database, agent: str) -> int:
+    """The smallest archive seq among the agent's newest SHORT_QUERY_ENTRIES entries."""
+    row = db.conn.execute(
+        "SELECT seq FROM archive WHERE agent = ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+        (agent, SHORT_QUERY_ENTRIES - 1),
+    ).fetchone()
+    return int(row[0]) if row else 0
