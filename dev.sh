@@ -2,7 +2,8 @@
 # compactd developer entry point. Every command installs what it needs first (idempotent):
 #   ./dev.sh setup   install system packages (Mosquitto), a venv in .venv, Python deps and the model
 #   ./dev.sh run     setup, then run the daemon in the foreground (extra args go to `compactd run`)
-#   ./dev.sh test    setup, then ruff, mypy (strict), the import contracts (lint-imports) and the tests
+#   ./dev.sh test    setup, then ruff, mypy (strict), the import contracts (lint-imports), the generated
+#                    config docs (watcher.config.docs --check) and the tests
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -55,6 +56,7 @@ case "$cmd" in
     "$VENV/bin/ruff" format --check ipc watcher summarizer tests
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"  # the rooms' import directions and no cycles ([tool.importlinter])
+    "$VENV/bin/python" -m watcher.config.docs --check  # README config table + example generated from the schema
     exec "$VENV/bin/python" -m pytest -q "$@"
     ;;
   *) echo "usage: ./dev.sh [setup|run|test] [args...]" >&2; exit 2 ;;

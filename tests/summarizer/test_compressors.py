@@ -2,45 +2,20 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from summarizer.compressors import SMALL_INPUT, Compressed, compress, head_tail, omission
 from summarizer.detect import split_envelope
+from tests.fixtures.trajectories import TRAJ, mini, openhands, submission
+from tests.fixtures.trajectories import load as _load
 
-TRAJ = Path("/work/shared/trajectories")
-pytestmark = pytest.mark.skipif(not TRAJ.is_dir(), reason="real trajectories not available")
 REF = "t1#42"
 MARKER = re.compile(r"\[… (\d+) chars omitted; recall t1#42\]")
-
-
-@functools.cache
-def _load(rel: str) -> Any:
-    path = TRAJ / rel
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines()]
-    return json.loads(path.read_text())
-
-
-def mini(name: str, index: int) -> str:
-    content: str = _load(f"mini-swe-agent/{name}.traj.json")["messages"][index]["content"]
-    return content
-
-
-def submission(name: str) -> str:
-    diff: str = _load(f"mini-swe-agent/{name}.traj.json")["info"]["submission"]
-    return diff
-
-
-def openhands(rel: str, line: int, index: int) -> str:
-    content: str = _load(rel)[line]["history"][index]["content"]
-    return content
 
 
 def all_tool_outputs() -> Iterator[str]:

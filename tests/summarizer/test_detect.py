@@ -2,41 +2,14 @@
 
 from __future__ import annotations
 
-import functools
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from summarizer.detect import ContentKind, detect, split_envelope
-
-TRAJ = Path("/work/shared/trajectories")
-pytestmark = pytest.mark.skipif(not TRAJ.is_dir(), reason="real trajectories not available")
-
-
-@functools.cache
-def _load(rel: str) -> Any:
-    path = TRAJ / rel
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines()]
-    return json.loads(path.read_text())
-
-
-def mini(name: str, index: int) -> str:
-    """messages[index] of a mini-swe-agent trajectory (tool outputs are user messages)."""
-    content: str = _load(f"mini-swe-agent/{name}.traj.json")["messages"][index]["content"]
-    return content
-
-
-def submission(name: str) -> str:
-    diff: str = _load(f"mini-swe-agent/{name}.traj.json")["info"]["submission"]
-    return diff
-
-
-def openhands(rel: str, line: int, index: int) -> str:
-    content: str = _load(rel)[line]["history"][index]["content"]
-    return content
+from tests.fixtures.trajectories import load as _load
+from tests.fixtures.trajectories import mini, openhands, submission
 
 
 def swe_agent(index: int) -> str:

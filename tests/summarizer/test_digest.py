@@ -100,6 +100,7 @@ def test_long_prose_is_chunked_to_fit_the_model_context() -> None:
         assert all(len(data) <= min(GIST_CHUNK_CHARS, room * 2) for _, data in chunks)
 
 
+@pytest.mark.slow
 async def test_model_digest_is_smaller_keeps_facts_and_has_stable_bytes(
     trajectories: Path, model_path: str, engine: LlamaEngine
 ) -> None:

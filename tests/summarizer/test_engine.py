@@ -19,6 +19,7 @@ from summarizer.engine import (
     _repeating,
 )
 from summarizer.gguf import ModelError
+from tests.fixtures.daemon import wait_until
 
 PROSE = (
     "I looked at the failing test in tests/test_io.py. The reader opens the file in text mode, so "
@@ -79,6 +80,7 @@ async def test_fixed_prefix_is_reused_across_jobs(engine: LlamaEngine) -> None:
     assert stats["prefix_tokens_reused"] == stats["prefix_tokens_full"]
 
 
+@pytest.mark.slow
 async def test_same_prompt_same_bytes_cold_warm_and_in_another_engine(
     engine: LlamaEngine, model_path: str
 ) -> None:
@@ -128,10 +130,7 @@ async def test_cancel_is_checked_between_tokens(engine: LlamaEngine) -> None:
             gist.PREFIX, "Count from 1 to 500, one number per line.", "\n1\n2\n3\n", max_tokens=400
         )
     )
-    for _ in range(600):  # wait until decoding has started
-        if engine.current_tokens >= 2:
-            break
-        await asyncio.sleep(0.05)
+    await wait_until(lambda: engine.current_tokens >= 2, 30, "decoding has started")
     assert engine.current_tokens >= 2
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

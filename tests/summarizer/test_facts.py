@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import functools
-import json
-from pathlib import Path
-from typing import Any
-
 import pytest
 
 from summarizer.facts import FACT_MAX_CHARS, extract_facts, extract_statements
-
-TRAJ = Path("/work/shared/trajectories")
-pytestmark = pytest.mark.skipif(not TRAJ.is_dir(), reason="real trajectories not available")
+from tests.fixtures.trajectories import load as _load
+from tests.fixtures.trajectories import mini
 
 PORT = "The secret port is 48213."
 DECISION = "We decided to use sqlite WAL mode."
 ERROR = "Error: ZeroDivisionError in compute_total()"
-
-
-@functools.cache
-def _load(rel: str) -> Any:
-    path = TRAJ / rel
-    if path.suffix == ".jsonl":
-        return [json.loads(line) for line in path.read_text().splitlines()]
-    return json.loads(path.read_text())
-
-
-def mini(name: str, index: int) -> str:
-    content: str = _load(f"mini-swe-agent/{name}.traj.json")["messages"][index]["content"]
-    return content
 
 
 def maven_915k() -> str:

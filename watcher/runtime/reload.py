@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from summarizer.engine import LlamaEngine
 from watcher.config.settings import (
+    ENGINE_KEYS,  # model.* keys that take effect by loading a new engine (Reload.ENGINE in the schema)
     RESTART_REQUIRED,
     Config,
     ConfigError,
@@ -42,10 +43,6 @@ from watcher.serve.transport import Listener
 
 log = logs.get("compactd.reload")
 
-# model.* keys that take effect by loading a new engine (n_ctx and n_threads are restart keys).
-ENGINE_KEYS = frozenset(
-    {"model.path", "model.enabled", "model.n_batch", "model.max_tokens", "model.timeout_s"}
-)
 RETIRE_WAIT_S = 300.0
 
 

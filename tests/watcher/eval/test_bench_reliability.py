@@ -4,6 +4,8 @@ while the daemon is killed with SIGKILL and restarted, with nothing lost."""
 
 from __future__ import annotations
 
+import pytest
+
 from watcher.eval.bench.fuzz import FuzzSettings, run_fuzz
 from watcher.eval.bench.load import LoadSettings, run_load
 
@@ -21,6 +23,7 @@ async def test_fuzz_every_frame_answered_or_dropped() -> None:
     assert r["goals_met"]
 
 
+@pytest.mark.slow
 async def test_load_with_kill_loses_nothing() -> None:
     r = await run_load(LoadSettings(agents=24, rate=5, seconds=10, budget=6000, model=False, kill_at=3))
     kill = r["kill"]

@@ -7,12 +7,12 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fixtures.daemon import wait_until_sync
 from watcher.eval.replay import POLICIES, ReplayError, parse_policies
 
 REPO = Path(__file__).resolve().parents[3]
@@ -80,6 +80,7 @@ def result(tmp_path_factory: pytest.TempPathFactory, trajectories: Path, model_p
     return data
 
 
+@pytest.mark.slow
 def test_every_policy_reports_every_key(result: dict[str, Any]) -> None:
     assert set(result["policies"]) == set(POLICIES)
     for policy, r in result["policies"].items():
@@ -132,6 +133,7 @@ def test_bad_arguments_fail_before_starting_a_daemon(tmp_path: Path, trajectorie
     assert jobs.returncode == 1 and "--jobs must be at least 1" in jobs.stderr
 
 
+@pytest.mark.slow
 def test_jobs_play_trajectories_at_once_and_report_them_in_order(tmp_path: Path, trajectories: Path) -> None:
     paths = [
         str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),
@@ -190,6 +192,19 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
+def _socket_of(pid: int) -> str:
+    """The --socket argument of a `compactd run` process."""
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    return args[args.index("--socket") + 1]
+
+
+def _attached(endpoint: str) -> bool:
+    """Whether the daemon at ``endpoint`` answers STATUS with an attached agent."""
+    cmd = [sys.executable, "-m", "watcher", "status", "--socket", endpoint, "--json", "--timeout", "2"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    return out.returncode == 0 and bool(json.loads(out.stdout)["agents"])
+
+
 def test_sigterm_stops_the_daemon_it_started(trajectories: Path) -> None:
     proc = subprocess.Popen(
         [
@@ -207,14 +222,10 @@ def test_sigterm_stops_the_daemon_it_started(trajectories: Path) -> None:
         text=True,
     )
     try:
-        daemons: list[int] = []
-        for _ in range(300):
-            daemons = _children(proc.pid)
-            if daemons:
-                break
-            time.sleep(0.1)
+        daemons = wait_until_sync(lambda: _children(proc.pid), 30, "replay starts a daemon")
         assert daemons, "replay started no daemon"
-        time.sleep(3)  # attached and playing
+        endpoint = _socket_of(daemons[0])
+        wait_until_sync(lambda: _attached(endpoint), 60, "the replayed agent is attached and playing")
         proc.terminate()
         _, err = proc.communicate(timeout=60)
     finally:

@@ -7,11 +7,9 @@ import contextlib
 import json
 import signal
 import socket
-import subprocess
-import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,60 +19,18 @@ import pytest
 from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from tests.fixtures.broker import Broker
+from tests.fixtures.daemon import status, wait_until
+from tests.fixtures.net import free_port
 from watcher.config.settings import MqttConfig
 from watcher.eval.harness import DaemonProcess
 from watcher.observe.events import EventPublisher, topic_segment
 
-MOSQUITTO = Path("/usr/sbin/mosquitto")
 HOST = socket.gethostname()
 BASE = f"compactd/v1/{topic_segment(HOST)}"
 STATUS = f"{BASE}/status"
 
-pytestmark = pytest.mark.skipif(not MOSQUITTO.exists(), reason="mosquitto is not installed (dev.sh setup)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Broker:
-    """A private Mosquitto on 127.0.0.1:port; can be stopped and started again on the same port."""
-
-    def __init__(self, workdir: Path, port: int) -> None:
-        self.port = port
-        self.conf = workdir / "mosquitto.conf"
-        self.conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
-        self.log = workdir / "mosquitto.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen([str(MOSQUITTO), "-c", str(self.conf)], stdout=log, stderr=log)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"mosquitto did not listen on {self.port}: {self.log.read_text()}")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-        self.proc = None
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[Broker]:
-    b = Broker(tmp_path, free_port())
-    b.start()
-    try:
-        yield b
-    finally:
-        b.stop()
+pytestmark = pytest.mark.broker
 
 
 class Subscriber:
@@ -109,13 +65,12 @@ class Subscriber:
         return [m for m in self.messages if pred(m)]
 
     async def wait(self, pred: Callable[[aiomqtt.Message], bool], within: float = 15) -> aiomqtt.Message:
-        deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            if found := self.find(pred):
-                return found[-1]
-            await asyncio.sleep(0.05)
-        seen = [(str(m.topic), m.payload) for m in self.messages]
-        raise AssertionError(f"no matching message within {within} s; seen: {seen}")
+        try:
+            found = await wait_until(lambda: self.find(pred), within, "a matching message")
+        except AssertionError as exc:
+            seen = [(str(m.topic), m.payload) for m in self.messages]
+            raise AssertionError(f"{exc}; seen: {seen}") from None
+        return found[-1]
 
 
 def on(
@@ -164,19 +119,6 @@ async def apply_some(link: AgentLink, want: int, start: int = 0) -> tuple[list[P
     assert len(applied) >= want
     await link.status()
     return applied, i
-
-
-async def daemon_status(daemon: DaemonProcess) -> dict[str, Any]:
-    out = await asyncio.to_thread(
-        subprocess.run,
-        [sys.executable, "-m", "watcher", "status", "--socket", daemon.endpoint, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert out.returncode == 0, out.stderr
-    d: dict[str, Any] = json.loads(out.stdout)["daemon"]
-    return d
 
 
 @pytest.fixture
@@ -231,7 +173,7 @@ async def test_online_events_and_offline(broker: Broker, workdir: Path) -> None:
                 and "#" not in topic_agent
             )
 
-            st = await daemon_status(daemon)
+            st = (await status(daemon))["daemon"]
             assert (
                 st["mqtt"]["connected"] is True
                 and st["mqtt"]["published"] >= 3
@@ -261,6 +203,7 @@ async def test_will_says_offline_when_the_daemon_dies(broker: Broker, workdir: P
             daemon.stop()
 
 
+@pytest.mark.slow
 async def test_broker_down_changes_nothing_and_drops_are_counted(tmp_path: Path, workdir: Path) -> None:
     broker = Broker(tmp_path, free_port())  # not started yet
     daemon = DaemonProcess(
@@ -272,7 +215,7 @@ async def test_broker_down_changes_nothing_and_drops_are_counted(tmp_path: Path,
             t0 = time.monotonic()
             applied, i = await apply_some(link, 2)
             assert time.monotonic() - t0 < 20  # nothing waited for a broker
-            st = await daemon_status(daemon)
+            st = (await status(daemon))["daemon"]
             assert st["mqtt"]["connected"] is False and st["mqtt"]["published"] == 0
             assert st["mqtt"]["dropped"] >= 2 * len(applied)  # sent + applied, at least
 
@@ -290,9 +233,9 @@ async def test_broker_down_changes_nothing_and_drops_are_counted(tmp_path: Path,
             finally:
                 broker.stop()  # and loses it again
 
-            before = (await daemon_status(daemon))["mqtt"]["dropped"]
+            before = (await status(daemon))["daemon"]["mqtt"]["dropped"]
             again, i = await apply_some(link, 1, i)
-            st = await daemon_status(daemon)
+            st = (await status(daemon))["daemon"]
             assert st["mqtt"]["dropped"] > before
             assert st["mqtt"]["connected"] is False
             assert (await link.status())["agents"][0]["compactions"] == len(applied) + len(more) + len(again)
@@ -309,10 +252,7 @@ async def test_a_hung_broker_never_blocks_the_publisher(broker: Broker) -> None:
     assert not pub.publish("proposal_sent", "a", {})  # not connected yet: dropped at once
     assert pub.dropped["disconnected"] == 1
     pub.start()
-    for _ in range(200):
-        if pub.connected:
-            break
-        await asyncio.sleep(0.05)
+    await wait_until(lambda: pub.connected, 10, "the publisher connects")
     assert pub.connected
     assert broker.proc is not None
     broker.proc.send_signal(signal.SIGSTOP)

@@ -21,6 +21,7 @@ from ipc.client import AgentLink
 from ipc.protocol import Proposal, decode
 from ipc.sections import Section
 from summarizer.digest import Summarizer
+from tests.fixtures.net import free_port
 from watcher.config.settings import Config
 from watcher.eval.harness import DaemonProcess
 from watcher.observe.metrics import MAX_AGENT_SERIES, Metrics
@@ -29,12 +30,6 @@ from watcher.serve.server import Server
 from watcher.serve.session import Session
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape_raw(

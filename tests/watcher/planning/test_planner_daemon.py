@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
@@ -41,6 +43,7 @@ async def _play(
         return dict(link.welcome), applied
 
 
+@pytest.mark.slow
 async def test_each_agent_gets_its_planner_and_anchors_stay(tmp_path: Path, trajectories: Path) -> None:
     traj = load(trajectories / "mini-swe-agent" / "sympy__sympy-13091.traj.json", count=approx_tokens)[0]
     daemon = DaemonProcess(tmp_path, None, model=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -228,6 +229,7 @@ def test_recency_folds_the_oldest_region_that_meets_the_need(c: Case) -> None:
 
 @SETTINGS
 @given(cases(), st.sampled_from(PLANNERS), st.data())
+@pytest.mark.slow
 def test_a_group_with_a_pinned_or_oversized_member_is_never_split(
     c: Case, strategy: str, data: st.DataObject
 ) -> None:
@@ -267,6 +269,7 @@ def histories(draw: st.DrawFn) -> tuple[Case, list[tuple[str, int]]]:
 
 @SETTINGS
 @given(histories(), st.sampled_from(PLANNERS), st.sampled_from(RELEVANCE_METHODS), st.data())
+@pytest.mark.slow
 def test_plans_with_a_warm_cache_equal_plans_from_scratch(
     h: tuple[Case, list[tuple[str, int]]], strategy: str, relevance: str, data: st.DataObject
 ) -> None:

@@ -4,7 +4,6 @@ trajectory; the agent gets an LLM-written proposal, applies it, and is back unde
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -37,6 +36,7 @@ async def q8_daemon(tmp_path: Path, model_path: str) -> AsyncIterator[DaemonProc
         yield proc
 
 
+@pytest.mark.slow
 async def test_trajectory_compacts_with_the_model(
     q8_daemon: DaemonProcess, trajectories: Path, model_path: str
 ) -> None:
@@ -98,15 +98,7 @@ async def test_status_cli_and_malformed_frames(daemon: DaemonProcess) -> None:
         async with AgentLink(daemon.endpoint, agent="good", budget=4000) as link:
             status = await link.status()
             assert status["agents"][0]["agent"] == "good"
-            out = await asyncio.to_thread(
-                subprocess.run,
-                [sys.executable, "-m", "watcher", "status", "--socket", daemon.endpoint, "--json"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-            assert out.returncode == 0, out.stderr
-            data = json.loads(out.stdout)
+            data = await status(daemon)
             assert [a["agent"] for a in data["agents"]] == ["good"]
             assert data["daemon"]["errors"]
     finally:

@@ -5,15 +5,16 @@ degraded, and recovers once the model is fixed and the configuration reloaded (S
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from ipc.client import AgentLink
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from tests.fixtures.daemon import log_events, wait_event
 from watcher.eval.harness import DaemonProcess
 
 BUDGET = 2000
@@ -33,22 +34,6 @@ def prose(i: int) -> Section:
     return Section(f"p{i}", "assistant" if i % 2 else "user", text, tokens=len(text) // 3)
 
 
-def events(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
-    lines = daemon.log_path.read_text(errors="replace").splitlines()
-    return [json.loads(x) for x in lines if f'"event": "{name}"' in x]
-
-
-async def wait_event(daemon: DaemonProcess, name: str, count: int = 1, within: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        found = events(daemon, name)
-        if len(found) >= count:
-            return found[count - 1]
-        assert daemon.proc.poll() is None, daemon.log_tail()
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"no {name!r} #{count} within {within} s: {daemon.log_tail()}")
-
-
 async def compact_once(link: AgentLink, start: int) -> tuple[Proposal, int]:
     """Grow the context past the high watermark with prose; apply the proposal that follows."""
     i = start
@@ -65,6 +50,7 @@ async def daemon_state(link: AgentLink) -> dict[str, Any]:
     return state
 
 
+@pytest.mark.slow
 async def test_inference_timeout_degrades_then_recovers_on_reload(tmp_path: Path, model_path: str) -> None:
     cfg = tmp_path / "compactd.toml"
     cfg.write_text(MODEL.format(path=model_path, timeout=0.001))
@@ -77,7 +63,7 @@ async def test_inference_timeout_degrades_then_recovers_on_reload(tmp_path: Path
             assert p.tokens_after < p.tokens_before
             st = await daemon_state(link)
             assert st["degraded"] is True and "GenerationTimeout" in st["degraded_reason"], st
-            assert events(daemon, "degraded")
+            assert log_events(daemon, "degraded")
 
             cfg.write_text(MODEL.format(path=model_path, timeout=60))
             daemon.proc.send_signal(signal.SIGHUP)
@@ -105,7 +91,7 @@ async def test_corrupt_model_at_start_serves_degraded_until_fixed(tmp_path: Path
     daemon = DaemonProcess(tmp_path, str(cfg), model=True)
     try:
         await daemon.wait_ready(60)
-        assert events(daemon, "model_unavailable")
+        assert log_events(daemon, "model_unavailable")
         async with AgentLink(daemon.endpoint, agent="patient", budget=BUDGET, timeout_s=30) as link:
             st = await daemon_state(link)
             assert st["degraded"] is True and "model unavailable" in st["degraded_reason"], st

@@ -5,80 +5,31 @@ MONOTONIC_USEC then READY on SIGHUP, STOPPING on SIGTERM)."""
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from watcher.eval.harness import DaemonProcess
+from tests.fixtures.daemon import status_json
+from watcher.eval.harness import DaemonProcess, NotifySocket
+
+Systemd = NotifySocket  # what the daemon under test sees as systemd
 
 WATCHDOG_USEC = 400_000  # pings every 0.2 s
 
 
-class Systemd:
-    """The receiving end of $NOTIFY_SOCKET: every datagram, parsed, with its arrival time."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        self.path = path
-        self.got: list[tuple[float, dict[str, str]]] = []
-
-    def recv(self, within: float) -> dict[str, str] | None:
-        self.sock.settimeout(max(0.01, within))
-        try:
-            data = self.sock.recv(4096)
-        except TimeoutError:
-            return None
-        msg = dict(line.split("=", 1) for line in data.decode().split("\n"))
-        self.got.append((time.monotonic(), msg))
-        return msg
-
-    def wait(self, key: str, value: str | None = None, within: float = 30.0) -> dict[str, str]:
-        deadline = time.monotonic() + within
-        while (left := deadline - time.monotonic()) > 0:
-            msg = self.recv(left)
-            if msg is not None and key in msg and (value is None or msg[key] == value):
-                return msg
-        raise AssertionError(f"no {key}={value or '*'} within {within} s; got {[m for _, m in self.got]}")
-
-    def collect(self, seconds: float) -> list[dict[str, str]]:
-        out = []
-        deadline = time.monotonic() + seconds
-        while (left := deadline - time.monotonic()) > 0:
-            if (msg := self.recv(left)) is not None:
-                out.append(msg)
-        return out
-
-
 @pytest.fixture
 def systemd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Systemd]:
-    sd = Systemd(tmp_path / "notify.sock")
-    monkeypatch.setenv("NOTIFY_SOCKET", str(sd.path))
+    sd = Systemd(str(tmp_path / "notify.sock"))
+    monkeypatch.setenv("NOTIFY_SOCKET", sd.address)
     monkeypatch.setenv("WATCHDOG_USEC", str(WATCHDOG_USEC))
     monkeypatch.delenv("WATCHDOG_PID", raising=False)  # the daemon is not this process
     try:
         yield sd
     finally:
-        sd.sock.close()
-
-
-def status_json(endpoint: str) -> dict[str, object]:
-    out = subprocess.run(
-        [sys.executable, "-m", "watcher", "status", "--socket", endpoint, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    data: dict[str, object] = json.loads(out.stdout)["daemon"]
-    return data
+        sd.close()
 
 
 def monotonic_usec() -> int:
@@ -127,7 +78,7 @@ async def test_ready_only_after_the_model_is_loaded(
     try:
         await asyncio.to_thread(systemd.wait, "EXTEND_TIMEOUT_USEC", None, 60)
         await asyncio.to_thread(systemd.wait, "READY", "1", 120)
-        st = await asyncio.to_thread(status_json, daemon.endpoint)  # answered at once: it is up
+        st = (await asyncio.to_thread(status_json, daemon.endpoint))["daemon"]  # answered at once: it is up
         assert st["degraded"] is False  # and the model is in service
         log = daemon.log_path.read_text()
         assert model_path in log and '"event": "ready"' in log

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.daemon import wait_until
 from watcher.runtime.sdnotify import MAX_DATAGRAM, Notifier, watchdog_interval, watchdog_loop
 
 # sockaddr_un.sun_path is 108 bytes including the NUL.
@@ -237,12 +238,13 @@ def test_watchdog_interval(
 
 async def test_watchdog_loop_pings_until_cancelled(notifier: Notifier, systemd: socket.socket) -> None:
     task = asyncio.create_task(watchdog_loop(notifier, 0.02))
-    await asyncio.sleep(0.15)
+    got: list[str] = []
+    await wait_until(lambda: got.extend(_drain(systemd)) or len(got) >= 3, 5, "three pings")
     assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    pings = _drain(systemd)
+    pings = got + _drain(systemd)
     assert len(pings) >= 3
     assert set(pings) == {"WATCHDOG=1"}
     await asyncio.sleep(0.08)
@@ -253,8 +255,7 @@ async def test_watchdog_loop_stops_when_the_event_loop_is_blocked(
     notifier: Notifier, systemd: socket.socket
 ) -> None:
     task = asyncio.create_task(watchdog_loop(notifier, 0.02))
-    await asyncio.sleep(0.05)
-    _drain(systemd)
+    await wait_until(lambda: _drain(systemd), 5, "the loop pings")
     time.sleep(0.2)  # a hung event loop  # noqa: ASYNC251
     assert _drain(systemd) == []
     task.cancel()

@@ -5,7 +5,6 @@ shipped file, says why (STATUS daemon.weights, the weights_fallback log event) a
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.tokenizer import load_counter
 from summarizer.weights import converted_path
+from tests.fixtures.daemon import log_events
 from watcher.config.settings import ModelConfig
 from watcher.eval.harness import DaemonProcess
 
@@ -51,11 +51,6 @@ def start(tmp_path: Path, model_path: str, cache: Path, name: str, weights: str 
     return DaemonProcess(work, str(cfg), model=True)
 
 
-def log_events(daemon: DaemonProcess, name: str) -> list[dict[str, Any]]:
-    lines = daemon.log_path.read_text(errors="replace").splitlines()
-    return [json.loads(x) for x in lines if f'"event": "{name}"' in x]
-
-
 def magic(path: str | Path) -> bytes:
     with open(path, "rb") as fh:
         return fh.read(4)
@@ -78,6 +73,7 @@ async def compact_once(link: AgentLink, count: Callable[[str], int]) -> Proposal
     return p
 
 
+@pytest.mark.slow
 async def test_weights_are_reencoded_once_then_reused(
     tmp_path: Path, model_path: str, count: Callable[[str], int]
 ) -> None:
@@ -118,6 +114,7 @@ async def test_weights_are_reencoded_once_then_reused(
     assert (after.st_ino, after.st_mtime_ns, after.st_size) == same  # reused, not rewritten
 
 
+@pytest.mark.slow
 async def test_unwritable_cache_falls_back_to_the_shipped_file(
     tmp_path: Path, model_path: str, count: Callable[[str], int]
 ) -> None:
@@ -141,6 +138,7 @@ async def test_unwritable_cache_falls_back_to_the_shipped_file(
         assert daemon.stop() == 0
 
 
+@pytest.mark.slow
 async def test_damaged_cached_file_falls_back_and_is_replaced_next_start(
     tmp_path: Path, model_path: str, count: Callable[[str], int]
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 from ipc.client import AgentLink, LinkError
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
+from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 
 BUDGET = 2000
@@ -137,6 +138,7 @@ async def test_restore_reports_a_token_mismatch(nomodel: DaemonProcess) -> None:
         assert report["actual_tokens"] == approx_tokens(text) and report["token_mismatch"]
 
 
+@pytest.mark.slow
 async def test_checkpoints_survive_a_sigkill_and_the_agent_resyncs_alone(
     nomodel: DaemonProcess, tmp_path: Path
 ) -> None:
@@ -148,10 +150,8 @@ async def test_checkpoints_survive_a_sigkill_and_the_agent_resyncs_alone(
         again = DaemonProcess(tmp_path, str(tmp_path / "c.toml"), model=False, log_name="daemon2.log")
         try:
             await again.wait_ready()
-            for _ in range(100):  # the heartbeat finds the new daemon does not know us
-                if link.reattaches:
-                    break
-                await asyncio.sleep(0.1)
+            # the heartbeat finds the new daemon does not know us
+            await wait_until(lambda: link.reattaches, 10, "the link reattaches")
             assert link.reattaches == 1
             st = await mirror(link)
             assert (st["version"], st["tokens"]) == (link.context.version, link.context.tokens)

@@ -10,10 +10,13 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer, approx_tokens
 from summarizer.engine import EngineSettings, LlamaEngine
+from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 from watcher.serve.digestpool import DigestPool
 
@@ -63,7 +66,7 @@ async def test_a_dead_worker_falls_back_then_restarts() -> None:
         assert pool._pool is not None
         worker = next(iter(pool._pool._processes))  # the one worker's pid
         os.kill(worker, signal.SIGKILL)
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: not alive([worker]), 5, "the killed worker is gone")
         second = await pooled.digest(region, "a1", 200)  # computed on the loop instead
         assert pool.local == 1 and second.text == first.text
         pool._retry_at = 0.0  # (skip the back-off)
@@ -73,6 +76,7 @@ async def test_a_dead_worker_falls_back_then_restarts() -> None:
         pool.close()
 
 
+@pytest.mark.slow
 async def test_worker_dies_with_a_killed_daemon(tmp_path: Path) -> None:
     daemon = DaemonProcess(tmp_path, None, model=False)
     await daemon.wait_ready(30)
@@ -86,8 +90,5 @@ async def test_worker_dies_with_a_killed_daemon(tmp_path: Path) -> None:
         assert children, "no digest worker was started"
         daemon.proc.send_signal(signal.SIGKILL)
         daemon.stop()
-    for _ in range(50):
-        if not alive(children):
-            break
-        await asyncio.sleep(0.1)
+    await wait_until(lambda: not alive(children), 5, "the worker exits with the daemon")
     assert not alive(children), "the worker outlived the daemon"

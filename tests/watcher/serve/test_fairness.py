@@ -7,10 +7,13 @@ import asyncio
 import contextlib
 from pathlib import Path
 
+import pytest
+
 from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
+from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 from watcher.serve.scheduler import MODEL_MAX_WAITING, FairScheduler, Job
 
@@ -58,7 +61,10 @@ async def test_latest_job_wins_and_the_queue_stays_bounded() -> None:
     ran: list[tuple[str, int]] = []
     gate = asyncio.Event()
 
+    entered = asyncio.Event()
+
     async def blocker() -> None:
+        entered.set()
         await gate.wait()
 
     def job(key: str, n: int) -> Job:
@@ -68,17 +74,14 @@ async def test_latest_job_wins_and_the_queue_stays_bounded() -> None:
         return run
 
     sched.submit("busy", blocker)
-    await asyncio.sleep(0)  # the worker is now inside blocker: everything else waits
+    await asyncio.wait_for(entered.wait(), 5)  # the worker is now inside blocker: everything else waits
     for n in range(1000):
         for key in ("a", "b", "c"):
             sched.submit(key, job(key, n))
     assert sched.depth == 3 and sched.max_depth == 3
     assert sched.coalesced == 3 * 999
     gate.set()
-    for _ in range(100):
-        if len(ran) == 3:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: len(ran) == 3, 1, "the three latest jobs ran")
     assert ran == [("a", 999), ("b", 999), ("c", 999)]
     await sched.close()
 
@@ -95,14 +98,12 @@ async def test_a_failing_job_does_not_stop_the_others() -> None:
 
     sched.submit("bad", bad)
     sched.submit("good", good)
-    for _ in range(100):
-        if ran:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: ran, 1, "the good job ran")
     assert ran == ["good"] and sched.failed == 1
     await sched.close()
 
 
+@pytest.mark.slow
 async def test_every_agent_gets_proposals_while_one_floods(tmp_path: Path) -> None:
     """A real daemon (no model): a chatty agent streams deltas as fast as it can while quiet agents
     cross their watermark; each quiet agent still gets its proposal and the queue stays small."""
@@ -176,25 +177,19 @@ async def test_the_model_lane_holds_one_job_and_only_while_the_queue_is_short(mo
             return run
 
         sched.submit("first", job("first", hold=True))
-        await asyncio.sleep(0.05)
+        await wait_until(lambda: "first" in picked, 5, "the first job started")
         assert picked["first"] is summarizer, "an idle scheduler gives the model to the first job"
         for i in range(MODEL_MAX_WAITING + 3):
             sched.submit(f"w{i}", job(f"w{i}"))
-        for _ in range(100):
-            if len(ran) == MODEL_MAX_WAITING + 4:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: len(ran) == MODEL_MAX_WAITING + 4, 1, "every job ran")
         # all the others ran beside the model job, without the model
         assert ran[0] == "first" and len(ran) == MODEL_MAX_WAITING + 4, ran
         assert all(picked[k].engine is None for k in ran[1:])
         assert sched.stats()["model_busy"] and sched.model_skipped == MODEL_MAX_WAITING + 3
         release.set()
-        await asyncio.sleep(0.05)
+        await wait_until(lambda: not sched.stats()["model_busy"], 5, "the long gist is done")
         sched.submit("later", job("later"))  # the lane is free and the queue short again
-        for _ in range(100):
-            if "later" in picked:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: "later" in picked, 1, "the later job ran")
         assert picked["later"] is summarizer and sched.model_jobs == 2
 
         fast = picked["w0"]

@@ -12,12 +12,13 @@ from typing import Any
 
 import msgpack
 import pytest
-import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipc import AgentLink, LinkError, Section, SyncAgentLink, Transcript
-from ipc.protocol import T, decode, encode
+from ipc.protocol import T, encode
+from tests.fixtures.daemon import wait_until
+from tests.fixtures.raw import Raw
 from watcher.eval.harness import DaemonProcess
 
 MAX_FRAME = 262_144
@@ -47,32 +48,6 @@ def proto_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonPro
         assert "internal_error" not in log, log[log.find("internal_error") - 2000 :][:4000]
     finally:
         assert proc.stop() == 0, proc.log_tail()
-
-
-class Raw:
-    """A bare DEALER speaking msgpack frames, for what AgentLink would never send."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.ctx: zmq.Context[Any] = zmq.Context()
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.connect(endpoint)
-
-    def send(self, msg: dict[str, Any] | bytes) -> None:
-        self.sock.send(msg if isinstance(msg, bytes) else encode(dict(msg)))
-
-    def recv(self, timeout_s: float = 5.0) -> dict[str, Any]:
-        if not self.sock.poll(int(timeout_s * 1000)):
-            raise TimeoutError("no frame from the daemon")
-        return decode(self.sock.recv(), 1 << 30)
-
-    def ask(self, msg: dict[str, Any] | bytes, timeout_s: float = 5.0) -> dict[str, Any]:
-        self.send(msg)
-        return self.recv(timeout_s)
-
-    def close(self) -> None:
-        self.sock.close(0)
-        self.ctx.term()
 
 
 @pytest.fixture
@@ -273,16 +248,10 @@ async def test_heartbeats_keep_an_idle_agent_and_the_silent_expire(
 async def test_an_expired_agent_attaches_again_by_itself(proto_daemon: DaemonProcess) -> None:
     async with AgentLink(proto_daemon.endpoint, agent="comeback", budget=4000, heartbeat=False) as link:
         await link.append(sec(1), sec(2), wait=True)
-        for _ in range(50):
-            if link.detached:
-                break
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: link.detached, 5, "the daemon expires the silent link")
         assert link.detached == "expired"
         await link.append(sec(3))  # not_attached → HELLO + SNAPSHOT, on its own
-        for _ in range(50):
-            if link.reattaches:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: link.reattaches, 2.5, "the link reattaches")
         assert link.reattaches == 1 and not link.detached
         mirror = (await link.status())["agents"][0]
         assert (mirror["sections"], mirror["version"]) == (3, link.context.version)
@@ -293,10 +262,7 @@ async def test_bye_on_shutdown(tmp_path: Path) -> None:
     try:
         async with AgentLink(proc.endpoint, agent="leaving", budget=4000) as link:
             assert await asyncio.to_thread(proc.stop) == 0
-            for _ in range(40):
-                if link.detached:
-                    break
-                await asyncio.sleep(0.05)
+            await wait_until(lambda: link.detached, 2, "the link hears BYE")
             assert link.detached == "shutdown"
     finally:
         proc.stop()

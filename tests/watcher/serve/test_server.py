@@ -20,6 +20,7 @@ from ipc.client import AgentLink
 from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Summarizer
+from tests.fixtures.daemon import wait_until
 from watcher.config.settings import AgentOverride, Config
 from watcher.planning.planner import Watermarks
 from watcher.planning.policies import PlanInputs, Planned, Policy, policy_for
@@ -118,15 +119,12 @@ async def test_gc_pacer_keeps_survivors_out_of_collections_until_the_full_one() 
     gone = weakref.ref(node)
     pacer = asyncio.create_task(gc_pacer(freeze_every_s=0.05, full_every_s=0.6))
     try:
-        await asyncio.sleep(0.2)
+        await wait_until(lambda: gc.get_freeze_count() > 0, 5, "the pacer froze the survivors")
         assert gc.get_freeze_count() > 0
         del node
         gc.collect()
         assert gone() is not None  # frozen: collections do not visit it...
-        for _ in range(100):
-            if gone() is None:
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: gone() is None, 5, "the full collection frees the cycle")
         assert gone() is None  # ...until the periodic full collection
     finally:
         pacer.cancel()

@@ -3,7 +3,6 @@ allow-list, the ipc socket's modes, one daemon per endpoint, stale socket files 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import socket
@@ -22,15 +21,11 @@ import zmq.auth
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import decode, encode
 from ipc.sections import Section
+from tests.fixtures.daemon import wait_until
+from tests.fixtures.net import free_port
 from watcher.config.settings import ConfigError, DaemonConfig, load
 from watcher.eval.harness import DaemonProcess
 from watcher.serve.transport import TransportError, _make_dir, preflight, write_keypair
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_cli(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -201,10 +196,7 @@ async def test_tcp_with_curve_admits_only_allowed_keys(tmp_path: Path) -> None:
         # allowing the stranger's key takes a SIGHUP, not a restart
         (allowed / "stranger.key").write_bytes((keys / "stranger.key").read_bytes())
         d.proc.send_signal(signal.SIGHUP)
-        for _ in range(100):
-            if b"curve_keys_reloaded" in d.log_path.read_bytes():
-                break
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: b"curve_keys_reloaded" in d.log_path.read_bytes(), 5, "keys reloaded")
         reply = await ask_status(
             endpoint, curve_serverkey=server_pub, curve_publickey=b_pub, curve_secretkey=b_sec
         )
@@ -284,11 +276,7 @@ async def test_concurrent_starts_leave_exactly_one_daemon(tmp_path: Path) -> Non
         d.mkdir()
     procs = [DaemonProcess(d, None, model=False, endpoint=endpoint) for d in dirs]
     try:
-        await asyncio.sleep(0.5)
-        for _ in range(100):
-            if sum(p.proc.poll() is not None for p in procs) == 2:
-                break
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: sum(p.proc.poll() is not None for p in procs) == 2, 10, "two daemons exit")
         alive = [p for p in procs if p.proc.poll() is None]
         assert len(alive) == 1
         await alive[0].wait_ready(30)

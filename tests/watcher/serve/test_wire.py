@@ -358,6 +358,7 @@ delta_st = fields(
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(msg=delta_st)
+@pytest.mark.slow
 def test_generated_frames_agree(msg: dict[str, Any]) -> None:
     try:
         frame = pack(msg)

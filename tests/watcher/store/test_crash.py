@@ -20,6 +20,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from summarizer.digest import approx_tokens
+from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 from watcher.store.crashpoints import ENV
 from watcher.store.store import DB_NAME
@@ -62,12 +63,13 @@ class Daemons:
         return self.proc
 
     async def died(self, limit_s: float = 20.0) -> bool:
-        assert self.proc is not None
-        for _ in range(int(limit_s / 0.05)):
-            if self.proc.proc.poll() is not None:
-                return self.proc.proc.returncode == -9  # SIGKILL
-            await asyncio.sleep(0.05)
-        return False
+        proc = self.proc
+        assert proc is not None
+        try:
+            await wait_until(lambda: proc.proc.poll() is not None, limit_s, "the daemon dies")
+        except AssertionError:
+            return False
+        return proc.proc.returncode == -9  # SIGKILL
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -115,13 +117,13 @@ async def drain(link: AgentLink, applied: dict[str, list[Section]], wait_s: floa
 
 
 async def resynced(link: AgentLink, before: int) -> None:
-    for _ in range(200):
-        if link.reattaches > before:
-            st = (await link.status())["agents"][0]
-            if st["synced"] and st["version"] == link.context.version:
-                return
-        await asyncio.sleep(0.05)
-    raise AssertionError("the agent did not reattach and resync on its own")
+    async def check() -> bool:
+        if link.reattaches <= before:
+            return False
+        st = (await link.status())["agents"][0]
+        return bool(st["synced"] and st["version"] == link.context.version)
+
+    await wait_until(check, 10, "the agent reattaches and resyncs on its own")
 
 
 async def intact(link: AgentLink, applied: dict[str, list[Section]], proposals: dict[str, Proposal]) -> None:
@@ -207,6 +209,7 @@ async def test_kill_while_summarizing_leaves_no_orphans(daemons: Daemons, tmp_pa
         assert all(states(tmp_path)[p] == "acked" for p in applied)
 
 
+@pytest.mark.slow
 def test_crash_benchmark_cli(tmp_path: Path) -> None:
     out = tmp_path / "crash.json"
     run = subprocess.run(
