@@ -36,6 +36,7 @@ class Gated:
     def __init__(self) -> None:
         self.inner = policy_for("optimistic")
         self.gate = threading.Event()
+        self.started = threading.Event()  # the first plan began
         self.calls: list[tuple[int, bool]] = []  # (sections planned on, on the loop's thread?)
         self.name, self.plans_ahead, self.needs_features = "optimistic", True, True
 
@@ -44,6 +45,7 @@ class Gated:
 
     def plan(self, sections: Sequence[Section], marks: Watermarks, inputs: PlanInputs) -> Planned | None:
         self.calls.append((len(sections), threading.current_thread() is threading.main_thread()))
+        self.started.set()
         if len(self.calls) == 1:
             self.gate.wait(10)
         return self.inner.plan(sections, marks, inputs)
@@ -74,7 +76,9 @@ async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planne
                 i += 1
                 assert i < 200, "no plan was started"
                 await link.append(output(i), wait=True)
-                await asyncio.sleep(0.05)
+                await asyncio.to_thread(
+                    gated.started.wait, 0.05
+                )  # the first plan's start, or the next section
             t0 = time.monotonic()
             await link.append(output(i + 1), wait=True)  # while the plan is held in its thread
             assert time.monotonic() - t0 < 2.0
