@@ -192,10 +192,13 @@ def _children(pid: int) -> list[int]:
     return [int(x) for x in text.split()]
 
 
-def _socket_of(pid: int) -> str:
-    """The --socket argument of a `compactd run` process."""
-    args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-    return args[args.index("--socket") + 1]
+def _socket_of(pid: int) -> str | None:
+    """The --socket argument of a `compactd run` process; None before its exec (or if it has none)."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return None
+    return args[args.index("--socket") + 1] if "--socket" in args else None
 
 
 def _attached(endpoint: str) -> bool:
@@ -224,7 +227,7 @@ def test_sigterm_stops_the_daemon_it_started(trajectories: Path) -> None:
     try:
         daemons = wait_until_sync(lambda: _children(proc.pid), 30, "replay starts a daemon")
         assert daemons, "replay started no daemon"
-        endpoint = _socket_of(daemons[0])
+        endpoint = wait_until_sync(lambda: _socket_of(daemons[0]), 30, "the daemon's command line")
         wait_until_sync(lambda: _attached(endpoint), 60, "the replayed agent is attached and playing")
         proc.terminate()
         _, err = proc.communicate(timeout=60)

@@ -16,6 +16,7 @@ import zmq.asyncio
 from ipc.client import AgentLink
 from ipc.protocol import decode, encode
 from summarizer.tokenizer import load_counter
+from tests.fixtures.daemon import status as status_of
 from watcher.eval.harness import DaemonProcess, running_daemon
 from watcher.eval.trajectories import load
 
@@ -98,7 +99,7 @@ async def test_status_cli_and_malformed_frames(daemon: DaemonProcess) -> None:
         async with AgentLink(daemon.endpoint, agent="good", budget=4000) as link:
             status = await link.status()
             assert status["agents"][0]["agent"] == "good"
-            data = await status(daemon)
+            data = await status_of(daemon)
             assert [a["agent"] for a in data["agents"]] == ["good"]
             assert data["daemon"]["errors"]
     finally:
