@@ -21,6 +21,7 @@ from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Summarizer
 from tests.fixtures.daemon import wait_until
+from tests.fixtures.server import serving
 from watcher.config.settings import AgentOverride, Config
 from watcher.planning.planner import Watermarks
 from watcher.planning.policies import PlanInputs, Planned, Policy, policy_for
@@ -137,21 +138,20 @@ async def test_gc_pacer_keeps_survivors_out_of_collections_until_the_full_one() 
 
 
 async def test_a_session_gets_its_policy_once_at_hello_and_only_a_reload_replaces_it(tmp_path: Path) -> None:
-    ctx = zmq.asyncio.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    endpoint = f"ipc://{tmp_path}/p.sock"
-    sock.bind(endpoint)
     chosen: list[str] = []
 
     def policies(name: str) -> Policy:
         chosen.append(name)
         return policy_for(name)
 
-    server = Server(sock, Config(), Summarizer(None), policies=policies)
-    stop = asyncio.Event()
-    task = asyncio.create_task(server.run(stop))
-    try:
-        async with AgentLink(endpoint, agent="p", budget=3000, planner="masking", zmq_context=ctx) as link:
+    def make(sock: zmq.asyncio.Socket) -> Server:
+        return Server(sock, Config(), Summarizer(None), policies=policies)
+
+    async with serving(tmp_path, make) as served:
+        server = served.server
+        async with AgentLink(
+            served.endpoint, agent="p", budget=3000, planner="masking", zmq_context=served.ctx
+        ) as link:
             assert link.welcome["planner"] == "masking"
             for i in range(1, 60):  # past the high watermark: the masking policy proposes
                 await link.append(output(i), wait=True)
@@ -164,9 +164,3 @@ async def test_a_session_gets_its_policy_once_at_hello_and_only_a_reload_replace
             assert chosen == ["masking", "recency"]
             assert (await link.status())["agents"][0]["planner"] == "recency"
             assert server.cfg.agents["p"].planner == "recency"
-    finally:
-        stop.set()
-        await task
-        await server.drain()
-        sock.close(0)
-        ctx.term()
