@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 
+from summarizer.textscan import line_starts, lines_with
+
 WITHHELD = "[instruction-like text withheld]"
 
 _INSTRUCTION = re.compile(
@@ -56,11 +58,29 @@ def instruction_like(text: str) -> bool:
     return _INSTRUCTION.search(text) is not None
 
 
+# every branch of _INSTRUCTION needs one of these (lower-cased): a line holding none cannot match
+_GATE = (
+    "<|", "inst]", "sys>>", "ignore", "disregard", "forget", "override", "now", "instruction", "act",
+    "system", "developer", "jailbreak", "user", "only", "note", "message", "request", "write", "say",
+    "output", "respond", "reply", "state", "#", "assistant", "human", "tool", "function", "compactd",
+    "verbatim", "quoted", "model-written",
+)  # fmt: skip
+
+
 def redact(text: str) -> str:
-    """`text` with every instruction-like line replaced by a placeholder (input for the model)."""
-    if not instruction_like(text):
+    """`text` with every instruction-like line replaced by a placeholder (input for the model).
+
+    Only lines holding a word some branch of the pattern needs are searched (the same result as
+    searching every line, in a fraction of the time on a megabyte of log)."""
+    lines = text.split("\n")
+    low = text.lower()  # (may differ in length from text: line starts are counted on it)
+    gated = lines_with(low, _GATE, line_starts(low.split("\n")))
+    hits = [i for i in sorted(gated) if instruction_like(lines[i])]
+    if not hits:
         return text
-    return "\n".join(WITHHELD if instruction_like(line) else line for line in text.split("\n"))
+    for i in hits:
+        lines[i] = WITHHELD
+    return "\n".join(lines)
 
 
 def _unmark(m: re.Match[str]) -> str:

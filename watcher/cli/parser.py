@@ -244,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio (default 0.15)")
     bp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bp.set_defaults(bench_func=cmd_bench_planner)
+    from watcher.eval.bench import signals as bench_signals  # `bench signals` registers itself
+
+    bench_signals.register(benches)
 
     rc = sub.add_parser(
         "recall",

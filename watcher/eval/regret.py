@@ -51,37 +51,53 @@ class Regret:
         }
 
 
+@dataclass
+class TurnIndex:
+    """Where the identifiers of a trajectory's sections are, and which ones the agent named."""
+
+    turn_of: dict[str, int]  # section id -> its turn
+    ids_of: dict[str, frozenset[str]]  # section id -> its identifiers
+    where: dict[str, list[tuple[int, str]]]  # identifier -> (turn, section id), in order
+    agent_refs: list[frozenset[str]]  # per turn: the identifiers its agent-written sections name
+
+    @classmethod
+    def of(cls, turns: Sequence[Sequence[Section]], idents: Callable[[str], frozenset[str]]) -> TurnIndex:
+        ix = cls({}, {}, {}, [])
+        for t, turn in enumerate(turns):
+            refs: set[str] = set()
+            for s in turn:
+                found = idents(s.text)
+                ix.turn_of[s.id] = t
+                ix.ids_of[s.id] = found
+                for x in found:
+                    ix.where.setdefault(x, []).append((t, s.id))
+                if s.kind in AGENT_KINDS:
+                    refs |= found
+            ix.agent_refs.append(frozenset(refs))
+        return ix
+
+    def held_elsewhere(self, x: str, call: int, sid: str, removed: Mapping[str, int]) -> bool:
+        """Is ``x`` held by an original section (not ``sid``) that LLM call ``call`` still saw?"""
+        never = len(self.agent_refs) + 1
+        for t, other in self.where.get(x, ()):
+            if t > call:
+                return False
+            if other != sid and removed.get(other, never) > call:
+                return True
+        return False
+
+
 def regret(
     turns: Sequence[Sequence[Section]],
     removed: Mapping[str, int],
     idents: Callable[[str], frozenset[str]] = identifiers,
 ) -> Regret:
     """Regret of folding the sections in ``removed`` (id -> first LLM call without it)."""
-    turn_of: dict[str, int] = {}
-    ids_of: dict[str, frozenset[str]] = {}
-    where: dict[str, list[tuple[int, str]]] = {}  # identifier -> (turn, section id), in order
-    agent_refs: list[frozenset[str]] = []
-    for t, turn in enumerate(turns):
-        refs: set[str] = set()
-        for s in turn:
-            found = idents(s.text)
-            turn_of[s.id] = t
-            ids_of[s.id] = found
-            for x in found:
-                where.setdefault(x, []).append((t, s.id))
-            if s.kind in AGENT_KINDS:
-                refs |= found
-        agent_refs.append(frozenset(refs))
-    never = len(turns) + 1
+    ix = TurnIndex.of(turns, idents)
+    turn_of, ids_of, agent_refs = ix.turn_of, ix.ids_of, ix.agent_refs
 
     def live_elsewhere(x: str, call: int, sid: str) -> bool:
-        """Is ``x`` held by a section (not ``sid``) that LLM call ``call`` still saw?"""
-        for t, other in where.get(x, ()):
-            if t > call:
-                return False
-            if other != sid and removed.get(other, never) > call:
-                return True
-        return False
+        return ix.held_elsewhere(x, call, sid, removed)
 
     compacted = regretted = raw = 0
     hit: list[str] = []

@@ -42,6 +42,7 @@ from ipc.sections import Section
 from summarizer.digest import approx_tokens
 from watcher.eval.canaries import Canary, CanaryError, load_canaries, plant, score
 from watcher.eval.harness import ReplayError, running_daemon
+from watcher.eval.nfr import retention
 from watcher.eval.progress import Progress
 from watcher.eval.regret import regret
 from watcher.eval.scorecard import EngineWork, Run, aggregate, percentile
@@ -165,6 +166,7 @@ async def play(
         if canaries:
             run.canaries = await _score_canaries(link, traj, canaries, run)
     run.regret = _regret(traj, run)
+    run.nfr = dict(retention(traj.turns, run.removed, run.added).metrics())
     return run
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from watcher.eval.canaries import CanaryTally
+from watcher.eval.nfr import pooled
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -95,6 +96,8 @@ class Run:
     compacted_by: dict[str, tuple[str, ...]] = field(default_factory=dict)  # section id -> archive refs
     canaries: CanaryTally | None = None
     regret: dict[str, Any] | None = None  # watcher.eval.regret.Regret.metrics()
+    added: dict[str, tuple[str, int]] = field(default_factory=dict)  # replacement id -> (text, first call)
+    nfr: dict[str, Any] | None = None  # watcher.eval.nfr.Retention.metrics()
     engine: EngineWork = field(default_factory=EngineWork)
 
     def applied(self, p: Proposal, before: list[Section | None]) -> None:
@@ -118,6 +121,8 @@ class Run:
         for s in taken:
             self.removed.setdefault(s.id, call)
             self.compacted_by.setdefault(s.id, p.archive)
+        for d in put:
+            self.added.setdefault(d.id, (d.text, call))
 
     def metrics(self) -> dict[str, Any]:
         turns = len(self.usage)
@@ -145,6 +150,7 @@ class Run:
             "regret": self.regret.get("regret") if self.regret else None,
             "regret_raw": self.regret.get("regret_raw") if self.regret else None,
         }
+        out |= self.nfr or pooled([])
         out |= self.engine.rates()
         out |= self.canaries.metrics() if self.canaries else _no_canaries()
         if self.canaries:
@@ -207,6 +213,7 @@ def aggregate(runs: list[Run]) -> dict[str, Any]:
         "regret": round(regretted / compacted, 4) if compacted else (0.0 if regret_runs else None),
         "regret_raw": round(raw / compacted, 4) if compacted else (0.0 if regret_runs else None),
     }
+    out |= pooled(ms)
     out |= engine.rates()
     tallies = [r.canaries for r in runs if r.canaries is not None]
     if tallies:

@@ -1,0 +1,162 @@
+"""Which lines of a build or test log carry a failure, by the structure of the line, not its words.
+
+Works on clean lines (summarizer.compress.clean). A line is:
+
+* a *failure* line when its structure says so: `##[error]`, `error[E0308]:`, `path:12:3: error`,
+  `FAILED test`, `--- FAIL:`, `● suite › test`, `npm ERR!`, `make: ***`, `BUILD FAILED`, `Caused by:`,
+  `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, ...;
+* a *pass* line when it reports a passing test (`PASSED`, `ok`, `✓`, `[  OK  ]`): never a failure, even
+  when the test's name says "error";
+* a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
+  Warnings are neither: a failing log is full of them and they are rarely why it failed.
+
+Scanning runs over the whole text at once (one regex pass per class, line numbers by bisection), so
+a megabyte of log costs tens of milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+from summarizer.textscan import line_starts, lines_with
+
+# failures the start of a line says (tried with .match)
+_FAILURE_START: Final = re.compile(
+    r"[ \t]*(?:##\[error\]|::error\b|\[(?:ERROR|FATAL|FAIL(?:ED|URE)?)\]|(?:ERROR|FATAL|FAIL(?:ED|URE)?)\b"
+    r"|E {2,}\S|--- FAIL\b|={1,3} FAIL\b|[✕✗✖×●❌]\s|>{3} |Caused by:|Exception in thread |panic: "
+    r"|goroutine \d+ \["
+    r"|Traceback \(most recent call last\)|(?:[\w.$]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault)\b[:!]?"
+    r"|thread '[^']*'(?: \(\d+\))? panicked|error(?:\[E\d+\]|\s+TS\d+)?:|fatal:|FAILURE:|BUILD FAIL)"
+    r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
+)
+# failures anywhere in a line, each behind a word its lower-cased line must hold (cheap `in` tests first:
+# one big alternation would be tried at every character)
+_FAILURE_ANY: Final = tuple(
+    (key, re.compile(pattern))
+    for key, pattern in (
+        ("err", r"(?:error|Error|ERROR)(?:\[E\d+\]| TS\d+)?: |npm ERR!|AssertionError|[1-9]\d* errors?\b"),
+        ("fatal", r"(?:fatal|FATAL): "),
+        ("***", r"make(?:\[\d+\])?: \*\*\*"),
+        ("panicked", r"panicked at"),
+        ("segmentation", r"Segmentation fault"),
+        ("exit", r"(?:[Ee]xit(?:ed)?|exiting) (?:with )?(?:(?:exit )?code|status):? -?[1-9]|with exit code"),
+        ("returned", r"[Rr]eturned (?:with )?(?:(?:exit )?code|status):? -?[1-9]"),
+        ("terminated", r"terminated (?:with )?(?:(?:exit )?code|status):? -?[1-9]"),
+        (
+            "fail",
+            r"[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|failures?)\b|tests? failed\b|BUILD FAIL"
+            r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to |(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild) failed"
+            r"|: *(?:FAILURE|FAILED)\b",
+        ),
+        ("....", r"\.{4,} *(?:ERROR|Error) *$"),
+        ("denied", r"(?:Permission|permission|Access|access) denied"),
+        ("not accessible", r"not accessible"),
+        ("http ", r"HTTP [45]\d\d\b"),
+        ("command not found", r"command not found"),
+        ("no such file", r"No such file or directory"),
+        ("assert", r"assert(?:ion)? failed"),
+        ("no tests found", r"No tests found"),
+    )
+)
+_MENTION: Final = re.compile(
+    r"(?i:\b(?:errors?|exception|traceback|fatal|critical|fail(?:ed|ure|ing)?|panic|denied|refused"
+    r"|abort(?:ed)?|timed out|timeout|killed|invalid|cannot|could not|unable)\b)",
+    re.M,
+)
+_PASS: Final = re.compile(
+    r"(?:^[ \t]*(?:PASS(?:ED)?\b|ok\b|[✓✔√]|\[ *(?:PASSED|OK) *\])|\bPASSED\b|\.\.\. ok$|\bok$)", re.M
+)
+_ZERO: Final = re.compile(
+    r"(?i:(?<![\w.])0 (?:failed|errors?|failures?)\b|\b(?:failures|errors|failed): 0\b)"
+)
+# a tally of failures ("3 failed", "Found 2 errors", "1 of 10 tests failed", "hook....Failed"): a verdict
+TALLY: Final = re.compile(
+    r"(?<![\w.])[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|errors?|failures?)\b"
+    r"|\.{4,} *(?:Failed|FAILED)"
+)
+STEP: Final = re.compile(
+    r"^(?:##\[group\]Run |Run |::group::|Step \d+/\d+ ?:|\$ |> Task :|section_start:\d+:"
+    r"|\[Pipeline\] stage|--- )"
+)
+CI_ERROR: Final = re.compile(r"^(?:##\[error\]|::error\b)")
+SETUP_STEP: Final = re.compile(
+    r"^##\[group\]Run (?:actions/(?:checkout|setup-\w+|cache|upload-artifact|download-artifact)|"
+    r"[\w-]+/(?:setup|install|cache)[\w-]*)@"
+)
+
+
+@dataclass
+class Lines:
+    """A log body as original lines, clean lines and the class of each line."""
+
+    raw: list[str]
+    clean: list[str]
+    text: str  # the clean lines joined
+    hinted: list[bool]  # holds an error word (the lines the classes were looked for in)
+    failure: list[bool]
+    mention: list[bool]
+    passing: list[bool]
+
+
+_HINTS: Final = (  # looked for in the lower-cased text: lines without any of these are neither class
+    "error", "fail", "fatal", "panic", "exit", "returned", "terminated", "denied", "exception", "traceback",
+    "caused by", "goroutine", "fault", "http 4", "http 5", "not accessible", "not found", "no such file",
+    "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
+    "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable",
+)  # fmt: skip
+_CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
+_SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)
+
+
+def _candidates(text: str) -> list[int]:
+    """Lines holding a hint word: a cheap pre-filter before the regexes."""
+    low = text.lower()  # (may differ in length from text: line starts are counted on it)
+    starts = line_starts(low.split("\n"))
+    found = lines_with(low, _HINTS, starts)
+    found |= {i + 1 for i in lines_with(low, ("\ne  ",), starts)}  # pytest's "E   ..." lines
+    return sorted(found | ({0} if low.startswith("e  ") else set()))
+
+
+def _is_failure(line: str) -> bool:
+    if _FAILURE_START.match(line):
+        return True
+    low = line.lower()
+    return any(key in low and rx.search(line) for key, rx in _FAILURE_ANY)
+
+
+def classify(raw: list[str], clean_text: str) -> Lines:
+    clean = clean_text.split("\n")
+    n = len(clean)
+    failure = [False] * n
+    mention = [False] * n
+    passing = [False] * n
+    hinted = [False] * n
+    found = _candidates(clean_text)
+    if len(found) > 2 * _CLASSIFIED_MAX:  # bounded work: the middle ones only count as mentions
+        for i in found[_CLASSIFIED_MAX:-_CLASSIFIED_MAX]:
+            hinted[i] = mention[i] = True
+        found = found[:_CLASSIFIED_MAX] + found[-_CLASSIFIED_MAX:]
+    for i in found:
+        hinted[i] = True
+        line = clean[i][:_SCAN_CHARS]
+        mention[i] = _MENTION.search(_ZERO.sub("", line) if _ZERO.search(line) else line) is not None
+        passing[i] = _PASS.search(line) is not None and not CI_ERROR.match(line)
+        if passing[i] or not _is_failure(line):
+            continue  # "test_error_handling PASSED": a pass, whatever its name says
+        if not (_ZERO.search(line) and not _is_failure(_ZERO.sub("", line))):
+            failure[i] = True  # (not "Failures: 0, Errors: 0")
+    return Lines(raw, clean, clean_text, hinted, failure, mention, passing)
+
+
+def steps(lines: Lines) -> Iterator[tuple[int, int]]:
+    """[start, end) of each CI step (from its `##[group]Run ...` header to the next), if any."""
+    heads = [i for i, ln in enumerate(lines.clean) if ln.startswith("##[group]Run ")]
+    for k, start in enumerate(heads):
+        yield start, heads[k + 1] if k + 1 < len(heads) else len(lines.clean)
+
+
+def indent(line: str) -> int:
+    return len(line) - len(line.lstrip())

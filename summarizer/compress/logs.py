@@ -1,0 +1,54 @@
+"""Build logs, CI job logs and test runs: the lines that say what failed, within a budget.
+
+One compressor for both kinds (`log`, `test`): lines are cleaned for classification (ANSI escapes and
+timestamp prefixes removed, summarizer.compress.clean), classified by structure
+(summarizer.compress.classify), tiered and chosen whole within a character budget
+(summarizer.compress.select). What is shown are the original lines; each run of dropped lines is one
+omission marker with the archive reference. Only the header differs between the kinds. A `LogPlan`
+is made once per text and can be rendered at many budgets (a digest looks for the size that fits).
+"""
+
+from __future__ import annotations
+
+from summarizer.compress.classify import Lines, classify
+from summarizer.compress.clean import clean_text
+from summarizer.compress.select import Budget, choose, default_budget, plan, render
+from summarizer.compress.testrun import test_marks
+
+
+class LogPlan:
+    """A log's classified lines and tiers, ready to render at any budget."""
+
+    def __init__(self, body: str, kind: str, clean: str | None = None) -> None:
+        """`clean`: clean_text(body), if the caller has it already."""
+        self.kind = kind
+        self.size = len(body)
+        self.lines: Lines = classify(body.split("\n"), clean_text(body) if clean is None else clean)
+        marks, self.summary = test_marks(self.lines.clean, self.lines.hinted, self.lines.text)
+        self.tiers = plan(self.lines, marks)
+
+    def core_chars(self) -> int:
+        """What the lines that say why it failed (tiers 0-1) take, within the default budget."""
+        need = sum(len(self.lines.raw[i]) + 1 for i, t in enumerate(self.tiers.tier) if t <= 1)
+        return min(need, default_budget(self.size).core)
+
+    def compress(self, ref: str, budget: Budget | None = None) -> tuple[str, str, int]:
+        """(header, rendering, dropped chars) within `budget` (default: default_budget)."""
+        keep = choose(self.lines, self.tiers, budget or default_budget(self.size))
+        text, dropped, collapsed = render(self.lines, keep, ref, collapse=self.kind == "log")
+        if self.kind == "test":
+            return f"test run: {self.summary}", text, dropped
+        shown = text.count("\n") + 1 - collapsed
+        return (
+            f"log: {len(self.lines.raw)} lines, {shown} shown, {collapsed} repeats collapsed",
+            text,
+            dropped,
+        )
+
+
+def compress_log(body: str, ref: str) -> tuple[str, str, int]:
+    return LogPlan(body, "log").compress(ref)
+
+
+def compress_test(body: str, ref: str) -> tuple[str, str, int]:
+    return LogPlan(body, "test").compress(ref)

@@ -1,0 +1,318 @@
+"""Choose the lines of a build or test log to show, by priority, within a character budget.
+
+Every line gets a tier (0 = always shown first); lines are taken tier by tier until the budget is
+spent, whole lines only: a kept line is never cut. Within a tier, the failures closest to the end and
+to the start of the log come first (the verdict and the first error), and a failure's block (the
+indented lines after it, its location lines) comes with it.
+
+0. the verdict: CI error annotations (`##[error]...`), the last line of the log, the final test
+   summary, the job's name;
+1. failure lines (the ends of each run of them, the first two of each kind) with the start of their
+   blocks, the header and script of a failing CI step and its output before the error (nearest
+   first), the log's last lines, marks a test runner's parser adds;
+2. grep-like context around failures (3 before, 8 after, not across a blank line), the failing
+   step's command and settings, the rest of a failure's block, the log's last paragraph (up to ten
+   lines; without a failing CI step, whose error is the verdict);
+3. lines that merely mention an error word (outside set-up steps), repeated failures, the log's
+   first lines;
+4. the CI step headers (an outline).
+
+Tiers 0-1 fill `Budget.core`, tier 2 up to `Budget.context`, and tiers 3-4 only add `Budget.fill`
+(a log with little to say stays short).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from summarizer.compress.classify import CI_ERROR, SETUP_STEP, STEP, TALLY, Lines, indent, steps
+from summarizer.compress.clean import kind_of, shape
+from summarizer.compress.out import Out, omission
+
+NEVER = 99
+HUGE_LINE = 4000  # longer lines are kept only when they carry a failure and fit; never cut
+_PER_SHAPE = 2  # failure lines of one kind (clean.kind_of) in tier 1; the rest go to tier 3
+_RUN_HEAD, _RUN_TAIL = 6, 3  # failure lines at each end of a run that are shown first
+_BLOCK_MAX = 12  # continuation lines that follow a failure line in its block (tier 2) ...
+_BLOCK_FIRST = 2  # ... of which the first ones are in tier 1 (the innermost frames of a stack)
+_STEP_TAIL = 30  # lines before a CI step's error annotation
+_CONTEXT_MIN, _FILL_MIN = 1000, 300  # chars that context and other lines may take at least
+_MARKER = 48  # what an omission marker costs, roughly
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Characters the shown lines may take: in all (`core`: tiers 0-1), with context (tier 2), and
+    what tiers 3-4 may add on top of what the others took (`fill`, within `core` too)."""
+
+    core: int
+    context: int
+    fill: int
+
+    @classmethod
+    def at_most(cls, chars: int) -> Budget:
+        return cls(chars, chars, chars)
+
+
+def default_budget(size: int) -> Budget:
+    """How much of a log of `size` characters to show when the caller gives no limit: what says
+    why it failed first (up to half of a small log), context and other lines while they are cheap."""
+    core = max(1500, min(20_000, size // 2))
+    return Budget(core, max(800, min(20_000, size // 5)), max(300, min(5000, size // 20)))
+
+
+class _Tiers:
+    def __init__(self, n: int) -> None:
+        self.tier = [NEVER] * n
+        self.anchor = list(range(n))  # the failure line a context line belongs to
+        self.order = list(range(n))  # among the lines of one anchor and tier, smaller first
+
+    def mark(self, i: int, tier: int, anchor: int | None = None, order: int | None = None) -> None:
+        if 0 <= i < len(self.tier) and tier < self.tier[i]:
+            self.tier[i] = tier
+            self.anchor[i] = i if anchor is None else anchor
+            self.order[i] = i if order is None else order
+
+    def span(self, lo: int, hi: int, tier: int, anchor: int | None = None) -> None:
+        for i in range(max(0, lo), min(len(self.tier), hi)):
+            self.mark(i, tier, anchor)
+
+
+def _block_end(lines: Lines, i: int) -> int:
+    """The line after the block a failure line at `i` opens: more-indented or gutter lines (across
+    a blank line when the block goes on after it)."""
+    base = indent(lines.clean[i])
+    j = i + 1
+    stop = min(len(lines.clean), i + 1 + _BLOCK_MAX)
+    while j < stop:
+        ln = lines.clean[j]
+        s = ln.lstrip()
+        if not s:  # a blank line inside a block (jest, rustc) when more-indented lines follow
+            nxt = lines.clean[j + 1] if j + 1 < len(lines.clean) else ""
+            if nxt.strip() and indent(nxt) > base and not lines.failure[j + 1]:
+                j += 1
+                continue
+            break
+        if lines.failure[j]:
+            break
+        if indent(ln) <= base and not s.startswith(("|", "-->", "= ", "at ", "^", "~")):
+            break
+        j += 1
+    return j
+
+
+def _paragraph(clean: list[str], i: int, before: int, after: int) -> tuple[int, int]:
+    """[lo, hi) around line i: up to `before` lines back and `after` on, not across a blank line."""
+    lo = i
+    while lo > max(0, i - before) and clean[lo - 1].strip():
+        lo -= 1
+    hi = i + 1
+    while hi < min(len(clean), i + after + 1) and clean[hi].strip():
+        hi += 1
+    return lo, hi
+
+
+def _failure_runs(failure: list[bool]) -> list[list[int]]:
+    """Failure lines grouped into runs (at most one other line between two of a run)."""
+    runs: list[list[int]] = []
+    for i, is_failure in enumerate(failure):
+        if is_failure:
+            if runs and i - runs[-1][-1] <= 2:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+    return runs
+
+
+def _mark_failures(lines: Lines, t: _Tiers) -> None:
+    """A run's first and last failure lines (and the first few of each shape) in tier 1 with their
+    blocks and context; the middle of long runs and repeated shapes in tier 3."""
+    seen: Counter[str] = Counter()
+    for run in _failure_runs(lines.failure):
+        ends = {*run[:_RUN_HEAD], *run[-_RUN_TAIL:]}
+        for i in run:
+            key = kind_of(lines.clean[i][:300])
+            seen[key] += 1
+            if (i not in ends and not TALLY.search(lines.clean[i], 0, 400)) or seen[key] > _PER_SHAPE:
+                t.mark(i, 3, run[0])
+                continue
+            t.mark(i, 1, run[0])
+            t.mark(i - 1, 1, run[0])
+            end = _block_end(lines, i)
+            t.span(i + 1, min(end, i + 1 + _BLOCK_FIRST), 1, run[0])
+            t.span(i + 1, end, 2, run[0])
+            lo, hi = _paragraph(lines.clean, i, 3, 8)
+            t.span(lo, hi, 2, run[0])
+
+
+def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
+    """CI structure: the verdict annotations, failing steps' headers, commands and last lines.
+    Returns the lines of set-up steps (checkout, setup-*, caches), whose mentions are noise, and
+    whether a CI step failed."""
+    failed = False
+    setup: set[int] = set()
+    for i, ln in enumerate(lines.clean[:400]):
+        if ln.startswith("Complete job name:"):
+            t.mark(i, 0)
+            break
+    first_step = len(lines.clean)
+    for start, end in steps(lines):
+        first_step = min(first_step, start)
+        errors = [i for i in range(start, end) if CI_ERROR.match(lines.clean[i])]
+        if SETUP_STEP.match(lines.clean[start]) and not errors:
+            setup.update(range(start, end))
+        for e in errors:  # first the step's name and command, then its output from the error back
+            failed = True
+            t.mark(e, 0)
+            group_end = next(
+                (j for j in range(start, end) if lines.clean[j].startswith("##[endgroup]")), start
+            )
+            settings = next(
+                (
+                    j
+                    for j in range(start, group_end)
+                    if lines.clean[j].startswith(("shell: ", "with:", "env:"))
+                ),
+                group_end,
+            )  # the runner lists the step's shell, inputs and environment after its script
+            for k, j in enumerate(range(start, min(settings, start + 7))):
+                t.mark(j, 1, e, 3 if k == 0 else 4 * k + 1)  # the name after the nearest output line
+            t.span(start + 1, min(group_end, start + 60), 2, e)
+            body = [j for j in range(group_end + 1, e) if lines.clean[j].strip()]
+            for k, j in enumerate(reversed(body[-_STEP_TAIL:])):
+                t.mark(j, 1, e, 2 * k)
+    setup.update(range(min(first_step, len(lines.clean))) if first_step < len(lines.clean) else ())
+    return setup, failed
+
+
+def _mark_outline(lines: Lines, t: _Tiers, setup: set[int], ci_failed: bool) -> None:
+    """The log's end (unless a failing CI step already gave the verdict: after it come only the
+    runner's post-job steps), its first lines, step headers and lines mentioning errors."""
+    nonempty = [i for i, ln in enumerate(lines.clean) if ln.strip()]
+    end = [] if ci_failed else nonempty
+    for i in end[-1:]:
+        t.mark(i, 0)
+    for i in end[-3:]:
+        t.mark(i, 1)
+    if end:
+        lo, _ = _paragraph(lines.clean, end[-1], 10, 0)
+        t.span(lo, end[-1], 2)
+    for i in nonempty[:3]:
+        t.mark(i, 3)
+    for i, ln in enumerate(lines.clean):
+        if CI_ERROR.match(ln):
+            t.mark(i, 0)
+        elif STEP.match(ln):
+            t.mark(i, 4)
+        elif lines.mention[i] and not lines.passing[i] and i not in setup:
+            t.mark(i, 3)
+            t.mark(i + 1, 3, i)
+
+
+def plan(lines: Lines, extra: Iterable[tuple[int, int]] = ()) -> _Tiers:
+    """Tiers for every line; `extra` adds (line, tier) marks from a format-specific parser."""
+    t = _Tiers(len(lines.clean))
+    for i, tier in extra:
+        if not lines.failure[i]:  # failure lines are tiered by _mark_failures (runs, shapes)
+            t.mark(i, tier)
+    setup, ci_failed = _mark_ci(lines, t)
+    _mark_failures(lines, t)
+    _mark_outline(lines, t, setup, ci_failed)
+    return t
+
+
+def _order(t: _Tiers) -> list[int]:
+    """Candidate lines by (tier, anchor taken from the ends inwards, order within the anchor)."""
+    anchors = sorted({t.anchor[i] for i, tier in enumerate(t.tier) if tier < NEVER})
+    rank: dict[int, int] = {}
+    lo, hi, k = 0, len(anchors) - 1, 0
+    while lo <= hi:
+        rank[anchors[hi]] = k
+        k += 1
+        if lo < hi:
+            rank[anchors[lo]] = k
+            k += 1
+        lo, hi = lo + 1, hi - 1
+    cands = [i for i, tier in enumerate(t.tier) if tier < NEVER]
+    return sorted(cands, key=lambda i: (t.tier[i], rank[t.anchor[i]], t.order[i]))
+
+
+def choose(lines: Lines, t: _Tiers, limits: Budget) -> list[bool]:
+    n = len(lines.raw)
+    keep = [False] * n
+    used = 0
+    core_used: int | None = None  # what tiers 0-1 took, once tier 2 starts
+    filled: int | None = None  # what tiers 0-2 took, once tier 3 starts
+    for i in _order(t):
+        size = len(lines.raw[i]) + 1
+        if size > HUGE_LINE and not lines.failure[i] and not CI_ERROR.match(lines.clean[i]):
+            continue
+        alone = not ((i > 0 and keep[i - 1]) or (i + 1 < n and keep[i + 1]))
+        cost = size + (_MARKER if alone else 0)
+        if t.tier[i] >= 2 and core_used is None:
+            core_used = used
+        if t.tier[i] >= 3 and filled is None:
+            filled = used
+        if t.tier[i] <= 1:
+            cap = limits.core
+        elif t.tier[i] == 2:  # context: half as much again as the failures took, at least a little
+            cap = min(
+                limits.core, limits.context, (core_used or 0) + max((core_used or 0) // 2, _CONTEXT_MIN)
+            )
+        else:  # other lines: a quarter of what the failures took, at least a little
+            extra = min(limits.fill, max((core_used or 0) // 8, _FILL_MIN))
+            cap = min(limits.core, (filled or 0) + extra)
+        if used + cost <= cap:
+            keep[i] = True
+            used += cost
+    _fill_gaps(lines.raw, keep, min(limits.core, max(limits.context, used)) - used)
+    return keep
+
+
+def _fill_gaps(raw: list[str], keep: list[bool], room: int) -> None:
+    """Short runs of dropped lines between kept ones cost little more than their marker: keep them."""
+    i, n = 0, len(raw)
+    while i < n:
+        if keep[i]:
+            i += 1
+            continue
+        j = i
+        while j < n and not keep[j]:
+            j += 1
+        size = sum(len(raw[k]) + 1 for k in range(i, j))
+        if i > 0 and j < n and j - i <= 2 and size <= 160 and size - _MARKER <= room:
+            keep[i:j] = [True] * (j - i)
+            room -= max(0, size - _MARKER)
+        i = j
+
+
+def render(lines: Lines, keep: list[bool], ref: str, collapse: bool) -> tuple[str, int, int]:
+    """The kept lines verbatim, each dropped run as one marker; with `collapse`, the lines right after a
+    kept line that differ from it only in numbers become a count on it.
+    Returns (text, dropped chars, lines collapsed into counts)."""
+    out = Out(ref)
+    collapsed = 0
+    i, n = 0, len(lines.raw)
+    while i < n:
+        if not keep[i]:
+            out.drop(lines.raw[i])
+            i += 1
+            continue
+        j = i + 1
+        if collapse:  # the lines after it that differ only in numbers, kept or not
+            key = shape(lines.clean[i])
+            while j < n and shape(lines.clean[j]) == key:
+                j += 1
+        rest = sum(len(ln) + 1 for ln in lines.raw[i + 1 : j])
+        if j - i == 1 or rest <= len(omission(rest, ref)):
+            for k in range(i, j):
+                out.keep_whole(lines.raw[k])
+        else:
+            out.keep_whole(lines.raw[i])
+            out.lines[-1] += f" (×{j - i}) {omission(rest, ref)}"
+            out.dropped += rest
+            collapsed += 1
+        i = j
+    return out.render(), out.dropped, collapsed

@@ -1,0 +1,256 @@
+"""compress() on CI job logs and test runs of many tools: small synthetic snippets of each format
+(written for these tests), buried in set-up noise, with GitHub Actions timestamps and ANSI colours."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from summarizer.compress import Renderer, binary_like, compress
+
+REF = "a7#s3"
+MARKER = re.compile(r"\[… \d+ chars omitted; recall a7#s3\]")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def stamp(lines: list[str], minute: int = 10) -> list[str]:
+    return [f"2025-02-03T04:{minute:02d}:{k % 60:02d}.{k:07d}Z {ln}" for k, ln in enumerate(lines)]
+
+
+def setup_noise(n: int) -> list[str]:
+    """A runner's preamble and a dependency install, with error words in package names."""
+    out = ["Current runner version: '2.999.0'", "##[group]Operating System", "Ubuntu", "##[endgroup]"]
+    out += ["Complete job name: unit-tests (3.12)", "##[group]Run actions/checkout@v4", "with:"]
+    out += ["  fetch-depth: 1", "##[endgroup]", "Syncing repository: example/widgets"]
+    for k in range(n):
+        out.append(f"Collecting error-reporter-plugin-{k}==1.{k}.0 (from -r requirements.txt (line {k}))")
+        out.append(f"  Downloading error_reporter_plugin_{k}-1.{k}.0-py3-none-any.whl ({k * 7 + 3} kB)")
+    out.append("Successfully installed widgets-0.0.1")
+    return out
+
+
+def ci_log(step: str, script: list[str], output: list[str], code: int = 1, noise: int = 60) -> str:
+    lines = setup_noise(noise)
+    lines += [f"##[group]Run {step}", *(f"\x1b[36;1m{s}\x1b[0m" for s in script)]
+    lines += ["shell: /usr/bin/bash -e {0}"]
+    lines += ["env:", "  PYTHONUNBUFFERED: 1", "##[endgroup]", *output]
+    lines += [f"##[error]Process completed with exit code {code}.", "Post job cleanup."]
+    lines += [f"[command]/usr/bin/git config --local --unset-all http.extraheader{k}" for k in range(8)]
+    lines += ["Cleaning up orphan processes"]
+    return "\n".join(stamp(lines)) + "\n"
+
+
+def shown(text: str, **kwargs: object) -> str:
+    result = compress(text, ref=REF, **kwargs)  # type: ignore[arg-type]
+    assert compress(text, ref=REF, **kwargs) == result  # type: ignore[arg-type]
+    assert len(result.text) < len(text)
+    assert MARKER.search(result.text), "what is dropped is announced with the recall reference"
+    return result.text
+
+
+def kept_whole(out: str, text: str, needle: str) -> None:
+    """The input line holding `needle` is in the output, byte for byte (timestamp and colours too)."""
+    line = next(ln for ln in text.split("\n") if needle in ln)
+    assert line in out.split("\n"), f"not kept whole: {line!r}"
+
+
+# ------------------------------------------------------------------------------------------ CI structure
+
+
+def test_ci_failing_step_keeps_name_command_output_and_verdict_drops_setup() -> None:
+    output = [f"processing shard {k}" for k in range(40)]
+    output += ["Uploading report for build 8812", "curl: (22) The requested URL returned error: 403"]
+    command = "./scripts/publish.sh --channel nightly"
+    text = ci_log(command, [command], output)
+    out = shown(text)
+    for needle in (
+        "Complete job name: unit-tests (3.12)",
+        "##[group]Run ./scripts/publish.sh --channel nightly",
+        "Uploading report for build 8812",
+        "The requested URL returned error: 403",
+        "##[error]Process completed with exit code 1.",
+    ):
+        kept_whole(out, text, needle)
+    assert "Collecting error-reporter-plugin-17" not in out  # error words in the set-up are no failure
+    assert "fetch-depth" not in out
+
+
+def test_timestamps_and_colours_do_not_hide_a_failure_line() -> None:
+    output = [f"\x1b[32mchecking module {k}\x1b[0m" for k in range(50)]
+    output += ["\x1b[31m\x1b[1mFAILED\x1b[0m tests/test_widgets.py::test_resize - ValueError: negative width"]
+    output += [f"\x1b[32mchecking module {k}\x1b[0m" for k in range(50, 90)]
+    out = shown(ci_log("pytest -q", ["pytest -q"], output))
+    assert "FAILED\x1b[0m tests/test_widgets.py::test_resize - ValueError: negative width" in out
+
+
+def test_a_passing_test_named_error_is_not_a_failure_line() -> None:
+    body = [f"tests/test_api.py::test_error_path_{k} PASSED [{k:3d}%]" for k in range(120)]
+    body += ["tests/test_api.py::test_upload FAILED [ 99%]"]
+    body += ["=========================== short test summary info ============================"]
+    body += ["FAILED tests/test_api.py::test_upload - AssertionError: expected 201, got 500"]
+    body += ["========================= 1 failed, 120 passed in 3.21s ========================="]
+    text = "\n".join(body)
+    out = shown(text)
+    assert "FAILED tests/test_api.py::test_upload - AssertionError: expected 201, got 500" in out
+    assert "1 failed, 120 passed in 3.21s" in out
+    assert not any(f"test_error_path_{k} PASSED" in out for k in range(20, 100))
+
+
+def test_gitlab_and_jenkins_logs_keep_their_verdicts() -> None:
+    gitlab = ["\x1b[0Ksection_start:1738555200:step_script\r\x1b[0K\x1b[0;33mExecuting step\x1b[0m"]
+    gitlab += [*filler(200), "$ cargo test", "test result: FAILED. 11 passed; 1 failed; 0 ignored"]
+    gitlab += ["\x1b[0Ksection_end:1738555260:step_script\r\x1b[0K"]
+    gitlab += ["\x1b[31;1mERROR: Job failed: exit code 101\x1b[0;m"]
+    out = shown("\n".join(gitlab))
+    assert "test result: FAILED. 11 passed; 1 failed; 0 ignored" in out
+    assert "\x1b[31;1mERROR: Job failed: exit code 101\x1b[0;m" in out
+    jenkins = ["[Pipeline] stage", "[Pipeline] { (Test)", *filler(200), "[Pipeline] }"]
+    jenkins += ["ERROR: script returned exit code 2", "[Pipeline] End of Pipeline", "Finished: FAILURE"]
+    out = shown("\n".join(jenkins))
+    assert "ERROR: script returned exit code 2" in out and out.rstrip().endswith("Finished: FAILURE")
+
+
+def test_the_end_of_a_plain_log_is_always_shown() -> None:
+    text = "\n".join([f"[{k:05d}] compiling unit {k}" for k in range(400)] + ["done: 3 targets failed"])
+    assert shown(text).rstrip().endswith("done: 3 targets failed")
+
+
+# --------------------------------------------------------------------------------------- failure blocks
+
+
+def filler(n: int, word: str = "step") -> list[str]:
+    return [f"{word} {k}: ok, {k * 3} items processed in {k % 9}.{k % 7}s" for k in range(n)]
+
+
+PYTEST_BLOCK = [
+    "=================================== FAILURES ===================================",
+    "______________________________ test_rotate_matrix ______________________________",
+    "",
+    "    def test_rotate_matrix():",
+    "        m = Matrix.identity(3)",
+    ">       assert m.rotate(90).trace() == 1",
+    "E       assert 0 == 1",
+    "E        +  where 0 = <bound method Matrix.trace of Matrix(3x3)>()",
+    "",
+    "tests/test_matrix.py:41: AssertionError",
+    "=========================== short test summary info ============================",
+    "FAILED tests/test_matrix.py::test_rotate_matrix - assert 0 == 1",
+    "========================= 1 failed, 57 passed in 0.88s =========================",
+]
+
+
+@pytest.mark.parametrize(
+    ("block", "needles"),
+    [
+        (PYTEST_BLOCK, [">       assert m.rotate(90).trace() == 1", "E       assert 0 == 1",
+                        "tests/test_matrix.py:41: AssertionError",
+                        "FAILED tests/test_matrix.py::test_rotate_matrix - assert 0 == 1",
+                        "1 failed, 57 passed in 0.88s"]),
+        (["  ● Cart › applies the discount code", "", "    expect(received).toBe(expected)",
+          "    Expected: 90", "    Received: 100", "",
+          "      at Object.<anonymous> (src/cart.test.ts:27:31)", "",
+          "Tests:       1 failed, 41 passed, 42 total"],
+         ["● Cart › applies the discount code", "Expected: 90", "src/cart.test.ts:27:31",
+          "Tests:       1 failed, 41 passed, 42 total"]),
+        (["error[E0599]: no method named `frobnicate` found for struct `Gear` in the current scope",
+          "  --> crates/gearbox/src/shift.rs:88:14", "   |", "88 |         gear.frobnicate();",
+          "   |              ^^^^^^^^^^ method not found in `Gear`", "",
+          "error: could not compile `gearbox` (lib) due to 1 previous error"],
+         ["error[E0599]: no method named `frobnicate`", "--> crates/gearbox/src/shift.rs:88:14",
+          "error: could not compile `gearbox`"]),
+        (["=== RUN   TestParseHeader", "    header_test.go:52: got \"x-id\", want \"X-Id\"",
+          "--- FAIL: TestParseHeader (0.00s)", "FAIL", "FAIL\tgithub.com/example/proxy/header\t0.012s"],
+         ["header_test.go:52: got", "--- FAIL: TestParseHeader (0.00s)", "github.com/example/proxy/header"]),
+        (["src/billing/invoice.ts(14,7): error TS2322: Type 'string' is not assignable to type 'number'.",
+          "app/models.py:203: error: Incompatible return value type (got \"str\")  [return-value]",
+          "  12:5  error  'unused' is defined but never used  no-unused-vars",
+          "Found 2 errors in 2 files (checked 88 source files)"],
+         ["src/billing/invoice.ts(14,7): error TS2322", "app/models.py:203: error: Incompatible return",
+          "Found 2 errors in 2 files"]),
+        (["> Task :core:compileJava FAILED", "FAILURE: Build failed with an exception.",
+          "* What went wrong:", "Execution failed for task ':core:compileJava'.",
+          "Caused by: java.lang.IllegalStateException: annotation processor crashed",
+          "\tat org.example.proc.Gen.run(Gen.java:77)", "BUILD FAILED in 14s"],
+         ["FAILURE: Build failed with an exception.",
+          "Caused by: java.lang.IllegalStateException: annotation processor crashed",
+          "Gen.java:77", "BUILD FAILED in 14s"]),
+        (["Traceback (most recent call last):", '  File "/srv/app/main.py", line 12, in <module>',
+          "    run()", '  File "/srv/app/jobs.py", line 98, in run', "    payload = json.loads(raw)",
+          "json.decoder.JSONDecodeError: Expecting value: line 1 column 1 (char 0)"],
+         ['File "/srv/app/jobs.py", line 98, in run', "JSONDecodeError: Expecting value"]),
+        (["TypeError: Cannot read properties of undefined (reading 'map')",
+          "    at renderList (/home/ci/web/src/list.js:14:22)", "    at main (/home/ci/web/src/index.js:5:3)",
+          "npm ERR! code ELIFECYCLE", "npm ERR! errno 1",
+          "make: *** [Makefile:31: test] Error 1"],
+         ["TypeError: Cannot read properties of undefined", "/home/ci/web/src/list.js:14:22",
+          "npm ERR! code ELIFECYCLE", "make: *** [Makefile:31: test] Error 1"]),
+    ],
+    ids=["pytest", "jest", "rustc", "go", "tsc-mypy-eslint", "gradle", "python-traceback", "node-npm-make"],
+)  # fmt: skip
+@pytest.mark.parametrize("in_ci", [False, True], ids=["plain", "github-actions"])
+def test_failure_blocks_of_each_tool_are_kept(block: list[str], needles: list[str], in_ci: bool) -> None:
+    body = filler(150) + block + filler(30, "teardown")
+    text = ci_log("make test", ["make test"], body) if in_ci else "\n".join(body)
+    out = shown(text)
+    for needle in needles:
+        kept_whole(out, text, needle)
+    assert "step 75: ok" not in out  # the middle of the noise is gone
+
+
+# ----------------------------------------------------------------------------------- lines and budgets
+
+
+def test_a_long_failure_line_is_kept_whole_and_a_long_noise_line_is_dropped_whole() -> None:
+    signal = "Error: schema mismatch in column list " + ", ".join(f"col_{k}:int64" for k in range(300))
+    noise = "payload=" + "ab" * 5000
+    text = "\n".join([*filler(100), noise, *filler(20, "load"), signal, *filler(20, "tail")])
+    out = shown(text)
+    assert signal in out.split("\n")
+    assert "ab" * 100 not in out
+
+
+def test_max_chars_is_met_by_dropping_whole_lines_and_keeps_the_failure() -> None:
+    output = [*filler(300), "E   KeyError: 'tenant_id'", *filler(10, "cleanup")]
+    text = ci_log("pytest", ["pytest"], output)
+    for max_chars in (600, 1500, 4000):
+        out = shown(text, max_chars=max_chars)
+        assert len(out) <= max_chars
+        kept_whole(out, text, "##[error]Process completed with exit code 1.")
+        for line in out.split("\n")[1:]:  # every line is an input line or a marker: nothing cut
+            original = re.sub(r" \(×\d+\) $", "", MARKER.sub("", line))  # (a count of repeats)
+            assert MARKER.fullmatch(line) or original in text.split("\n"), line
+    kept_whole(shown(text, max_chars=1500), text, "KeyError: 'tenant_id'")
+
+
+def test_a_renderer_gives_the_same_bytes_as_compress_at_every_size() -> None:
+    text = ci_log("pytest", ["pytest"], [*filler(200), "E   KeyError: 'tenant_id'"])
+    r = Renderer(text, ref=REF)
+    for max_chars in (None, 500, 2000):
+        assert r.render(max_chars) == compress(text, ref=REF, max_chars=max_chars)
+    assert r.core_chars() > 0
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "word " * 1_000_000,  # 5 MB, one line
+        bytes(range(256)).decode("latin-1") * 20_000,  # control characters and high bytes
+        (b"ok \xff\xfe\xc3( error \xe2\x82 done\n" * 100_000).decode("utf-8", "surrogateescape"),
+        "\ufffd\x00\x01" * 300_000,
+    ],
+    ids=["single-line", "latin1-bytes", "invalid-utf8", "replacement-chars"],
+)
+def test_bad_input_is_handled_and_announced(text: str) -> None:
+    result = compress(text, ref=REF, max_chars=4000)
+    assert len(result.text) <= 4000 and MARKER.search(result.text)
+    if binary_like(text):  # shown as a note, whatever kind it was detected as
+        assert compress(text, ref=REF).text.startswith("[binary-like output: ")
+
+
+def test_binary_like_is_a_share_of_undecodable_characters() -> None:
+    assert binary_like("\ufffd" * 20 + "a" * 80)
+    assert not binary_like("plain text with one \ufffd in it" * 10)
