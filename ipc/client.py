@@ -84,10 +84,14 @@ class AgentLink:
         curve_publickey: bytes | str | None = None,
         curve_secretkey: bytes | str | None = None,
         planner: str | None = None,
+        reader: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.planner = planner  # compaction strategy to ask for (optimistic, recency, reactive, masking)
         self.agent = agent
+        # a reader attaches to the agent's archive only (RECALL, COMPRESS): it has no context and
+        # does not replace the agent's own attachment (the MCP server, the Claude Code hooks)
+        self.reader = reader
         self.budget = budget
         self.reserve = reserve
         self.session = session
@@ -173,6 +177,8 @@ class AgentLink:
             hello["tokenizer"] = self.tokenizer
         if resume:
             hello["resume"] = True
+        if self.reader:
+            hello["reader"] = True
         return hello
 
     async def _attach(self, resume: bool) -> None:
@@ -188,8 +194,9 @@ class AgentLink:
         """Attach again and send the whole context: after the daemon restarted or expired us.
 
         Runs by itself when the daemon answers ``not_attached`` (unless ``reattach=False``)."""
-        await self._attach(resume=True)
-        await self._snapshot_request()
+        await self._attach(resume=not self.reader)
+        if not self.reader:
+            await self._snapshot_request()
         self.reattaches += 1
 
     def _spawn(self, coro: Any, what: str) -> asyncio.Task[None]:
@@ -394,6 +401,17 @@ class AgentLink:
         reply = await self.request(msg)
         nxt = reply.get("next_offset")
         return list(reply.get("hits", [])), nxt if isinstance(nxt, int) else None
+
+    async def compress(
+        self, text: str, *, label: str = "", min_tokens: int = 0, target_tokens: int = 0
+    ) -> dict[str, Any]:
+        """COMPRESS: the daemon archives ``text`` (recallable like any original) and answers with its
+        digest: {compressed, text, ref, section, tokens_before, tokens_after, method}; a text below
+        ``min_tokens`` comes back as it is (compressed false). Reader connections (``reader=True``)."""
+        options = {"label": label, "min_tokens": min_tokens, "target_tokens": target_tokens}
+        msg: dict[str, Any] = {"t": T.COMPRESS, "text": text} | {k: v for k, v in options.items() if v}
+        reply = await self.request(msg)
+        return {k: v for k, v in reply.items() if k not in ("t", "re", "v")}
 
     def side_effect(self) -> int:
         """Record an effect outside the context (a file written, a command run): bumps ``epoch``."""

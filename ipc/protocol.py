@@ -50,6 +50,8 @@ class T:
     RESTORE: Final = "RESTORE"
     CHECKPOINTED: Final = "CHECKPOINTED"  # reply to CHECKPOINT (save, list, show, drop)
     RESTORED: Final = "RESTORED"  # reply to RESTORE
+    COMPRESS: Final = "COMPRESS"  # a reader asks for a digest of a large text, archived first
+    COMPRESSED: Final = "COMPRESSED"  # reply to COMPRESS
 
 
 class E:
@@ -221,6 +223,7 @@ class Hello:
     planner: str | None = (
         None  # requested compaction strategy; the daemon's config decides (watcher.config.settings)
     )
+    reader: bool = False  # attach as a reader of the agent's archive only (no context; docs/PROTOCOL.md)
 
 
 def negotiate(offered: tuple[int, ...], ref: int | None = None) -> int:
@@ -275,6 +278,7 @@ def parse_hello(msg: dict[str, Any]) -> Hello:
             )
         ),
         planner=field(msg, "planner", str, default=None, check=name_ok, what="a strategy name"),
+        reader=field(msg, "reader", bool, default=False),
     )
 
 
@@ -487,4 +491,27 @@ def parse_restore(msg: dict[str, Any]) -> RestoreRequest:
         force=field(msg, "force", bool, default=False),
         version=field(msg, "version", int, default=None, check=lambda v: v >= 0, what="an int >= 0"),
         agent=_claimed_agent(msg),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class CompressRequest:
+    """COMPRESS: archive ``text`` (e.g. a large tool output) and answer with its digest."""
+
+    text: str
+    label: str  # what produced it (a tool name), kept with the archived original
+    min_tokens: int  # a text with fewer tokens comes back as it is (0 = the daemon's default)
+    target_tokens: int  # the digest's size goal (0 = the daemon's default)
+
+
+def parse_compress(msg: dict[str, Any], max_text: int) -> CompressRequest:
+    return CompressRequest(
+        text=field(msg, "text", str, check=lambda t: 0 < len(t) <= max_text, what="a non-empty string"),
+        label=field(
+            msg, "label", str, default="", check=lambda s: len(s) <= MAX_NAME_LEN, what="a short string"
+        ),
+        min_tokens=field(msg, "min_tokens", int, default=0, check=lambda n: n >= 0, what="an int >= 0"),
+        target_tokens=field(
+            msg, "target_tokens", int, default=0, check=lambda n: n == 0 or n >= 16, what="0 or an int >= 16"
+        ),
     )

@@ -19,7 +19,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -159,6 +159,27 @@ class SyncAgentLink:
 
     def reattach(self) -> None:
         self._call(self._link.reattach())
+
+    def call(self, fn: Callable[[AgentLink], Coroutine[Any, Any, R]], timeout: float | None = None) -> R:
+        """Run ``fn(link)`` on the link's loop and return its result: several steps in one hop."""
+        return self._call(fn(self._link), timeout)
+
+    def post(self, fn: Callable[[AgentLink], Coroutine[Any, Any, Any]]) -> None:
+        """Run ``fn(link)`` on the link's loop without waiting for it (in order with later calls);
+        an error it raises is kept in ``link.errors``."""
+        if not self._thread.is_alive():
+            raise LinkError("closed", "the link is closed")
+        fut = asyncio.run_coroutine_threadsafe(fn(self._link), self._loop)
+        fut.add_done_callback(self._posted)
+
+    def _posted(self, fut: concurrent.futures.Future[Any]) -> None:
+        exc = None if fut.cancelled() else fut.exception()
+        if exc is not None:
+            self._link.errors.append(exc if isinstance(exc, LinkError) else LinkError("failed", str(exc)))
+
+    def ready(self) -> int:
+        """How many proposals have arrived and wait to be taken (no hop to the loop)."""
+        return self._link.proposals.qsize()
 
     def next_proposal(self, timeout: float | None = None) -> Proposal | None:
         """The next proposal; wait up to ``timeout`` s (None: forever, 0: only what is there)."""

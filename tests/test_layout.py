@@ -36,11 +36,18 @@ def test_leaf_packages_do_not_import_upward(package: str) -> None:
         assert not bad, f"{f.relative_to(ROOT)} imports {sorted(bad)}"
 
 
+OPTIONAL = IPC_OPTIONAL
+
+
+def core_files() -> list[Path]:
+    files = [f for f in (ROOT / "ipc").rglob("*.py") if f.relative_to(ROOT / "ipc").parts[0] not in OPTIONAL]
+    assert ROOT / "ipc" / "client.py" in files
+    return files
+
+
 def test_client_needs_only_pyzmq_and_msgpack() -> None:
     third_party = set()
-    for f in (ROOT / "ipc").rglob("*.py"):
-        if f.relative_to(ROOT / "ipc").parts[0] in IPC_OPTIONAL:
-            continue
+    for f in core_files():
         third_party |= imported_packages(f)
     assert third_party - {"ipc", "__future__"} <= {
         "asyncio",
@@ -64,3 +71,14 @@ def test_client_needs_only_pyzmq_and_msgpack() -> None:
         "math",
         "abc",
     }
+
+
+def test_core_never_imports_the_optional_parts() -> None:
+    for f in core_files():
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            bad = [n for n in names if n.split(".")[:2] in (["ipc", o] for o in OPTIONAL)]
+            assert not bad, f"{f.relative_to(ROOT)} imports {bad}"

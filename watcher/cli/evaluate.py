@@ -1,4 +1,8 @@
-"""The measuring commands: `replay` and `bench ...` (watcher.eval); each writes JSON."""
+"""The measuring commands: `replay` and `bench ...` (watcher.eval); each writes JSON.
+
+Every `bench` command returns its result through :func:`watcher.eval.bench.goals.emit`: the JSON
+(to --json FILE and stdout), a line on stderr per missed goal, and exit code 1 if any was missed.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,11 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from watcher.cli.common import EXIT_ERROR, EXIT_OK, fail
+from watcher.cli.common import EXIT_OK, fail
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -31,6 +36,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             progress=args.progress,
             partial_json=Path(args.json) if args.json else None,
             jobs=args.jobs,
+            rounds=args.rounds,
         )
         if args.jobs < 1:
             raise ReplayError(f"--jobs must be at least 1, not {args.jobs}")
@@ -52,25 +58,31 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _bench(run: Callable[[], dict[str, Any]], json_path: str | None, quiet: bool = False) -> int:
+    """Run one benchmark; its JSON out and exit code (1: a goal missed) come from goals.emit."""
+    from watcher.eval.bench.goals import BenchError, emit
+    from watcher.eval.harness import ReplayError
+
+    try:
+        result = run()
+    except (BenchError, ReplayError, ValueError) as exc:
+        return fail(str(exc))
+    return emit(result, json_path, quiet)
+
+
 def cmd_bench_planner(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.planner import BenchError, PlannerBenchSettings, run_planner_bench
+    from watcher.eval.bench.planner import PlannerBenchSettings, run_planner_bench
 
     settings = PlannerBenchSettings(
         paths=[Path(p) for p in args.trajectories], budgets=args.budget or [32000], reserve=args.reserve
     )
-    try:
-        result = run_planner_bench(settings, progress=lambda msg: print(msg, file=sys.stderr))
-    except BenchError as exc:
-        return fail(str(exc))
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    return EXIT_OK
+    return _bench(
+        lambda: run_planner_bench(settings, progress=lambda m: print(m, file=sys.stderr)), args.json
+    )
 
 
 def cmd_bench_summarizer(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.summarizer import BenchError, SummarizerBenchSettings, run_summarizer_bench
+    from watcher.eval.bench.summarizer import SummarizerBenchSettings, run_summarizer_bench
     from watcher.runtime.paths import default_model_path
 
     model = args.model or default_model_path()
@@ -89,20 +101,14 @@ def cmd_bench_summarizer(args: argparse.Namespace) -> int:
         weights=args.weights,
         prompt_lookup=args.prompt_lookup,
         lookup_ab=args.lookup_ab,
+        rounds=args.rounds,
     )
-    try:
-        result = asyncio.run(run_summarizer_bench(settings))
-    except BenchError as exc:
-        return fail(str(exc))
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    return EXIT_OK
+    return _bench(lambda: asyncio.run(run_summarizer_bench(settings)), args.json)
 
 
 def cmd_bench_crash(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.crash import BenchError, CrashSettings, run_crash
+    from watcher.eval.bench.crash import run_crash
+    from watcher.eval.bench.crashagents import CrashSettings
 
     settings = CrashSettings(
         cycles=args.cycles,
@@ -113,92 +119,118 @@ def cmd_bench_crash(args: argparse.Namespace) -> int:
         trajectories=tuple(Path(t) for t in args.trajectories),
         workdir=Path(args.workdir) if args.workdir else None,
     )
-    try:
-        result = asyncio.run(run_crash(settings))
-    except BenchError as exc:
-        return fail(str(exc))
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    return EXIT_OK if result["goals_met"] else EXIT_ERROR
+    return _bench(lambda: asyncio.run(run_crash(settings)), args.json)
 
 
 def cmd_bench_store_sync(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.crash import BenchError
     from watcher.eval.bench.storesync import run_store_sync
 
-    try:
-        result = run_store_sync(args.proposals, Path(args.dir) if args.dir else None)
-    except BenchError as exc:
-        return fail(str(exc))
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    return EXIT_OK
+    directory = Path(args.dir) if args.dir else None
+    return _bench(lambda: run_store_sync(args.proposals, directory, args.rounds), args.json)
 
 
 def cmd_bench_store_search(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.storesearch import BenchError, run_store_search
+    from watcher.eval.bench.storesearch import run_store_search
 
-    try:
-        result = run_store_search(args.entries, args.rounds, Path(args.dir) if args.dir else None)
-    except BenchError as exc:
-        return fail(str(exc))
-    return _bench_out(result, args.json)
+    directory = Path(args.dir) if args.dir else None
+    return _bench(lambda: run_store_search(args.entries, args.rounds, directory), args.json)
 
 
 def cmd_bench_ingest(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.ingest import BenchError, IngestSettings, run_ingest
+    from watcher.eval.bench.ingest import IngestSettings, run_ingest
 
-    try:
-        settings = IngestSettings(args.agents, args.seconds, args.window, args.rounds)
-        result = run_ingest(settings)
-    except (BenchError, ValueError) as exc:
-        return fail(str(exc))
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    return EXIT_OK
-
-
-def _bench_out(result: dict[str, Any], path: str | None) -> int:
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if path:
-        Path(path).write_text(text + "\n", encoding="utf-8")
-    print(text)
-    return EXIT_OK if result.get("goals_met") else EXIT_ERROR
+    return _bench(
+        lambda: run_ingest(IngestSettings(args.agents, args.seconds, args.window, args.rounds)), args.json
+    )
 
 
 def cmd_bench_fuzz(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.fuzz import BenchError, FuzzSettings, run_fuzz
+    from watcher.eval.bench.fuzz import FuzzSettings, run_fuzz
 
-    try:
+    def run() -> dict[str, Any]:
         settings = FuzzSettings(frames=args.frames, peers=args.peers, seed=args.seed, model=args.model)
-        result = asyncio.run(run_fuzz(settings))
-    except (BenchError, ValueError) as exc:
-        return fail(str(exc))
-    return _bench_out(result, args.json)
+        return asyncio.run(run_fuzz(settings))
+
+    return _bench(run, args.json)
 
 
 def cmd_bench_load(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.load import BenchError, LoadSettings, run_load
+    if args.trajectories:
+        return _bench_load_trajectories(args)
+    from watcher.eval.bench.load import LoadSettings, run_load
 
-    try:
+    def run() -> dict[str, Any]:
+        agents = parse_agents(args.agents or "200")
+        if len(agents) != 1:
+            raise ValueError("--agents takes one number without --trajectories")
         settings = LoadSettings(
-            agents=args.agents,
+            agents=agents[0],
             rate=args.rate,
-            seconds=args.seconds,
-            budget=args.budget,
+            seconds=args.seconds or 60.0,
+            budget=args.budget or 32000,
             model=not args.no_model,
             chatty=args.chatty,
             chatty_factor=args.chatty_factor,
             kill_at=args.kill_at,
             seed=args.seed,
+            config=args.config,
         )
-        result = asyncio.run(run_load(settings))
-    except (BenchError, ValueError) as exc:
-        return fail(str(exc))
-    return _bench_out(result, args.json)
+        return asyncio.run(run_load(settings))
+
+    return _bench(run, args.json)
+
+
+def _bench_load_trajectories(args: argparse.Namespace) -> int:
+    from watcher.eval.bench.loadtraj import KNEE_LADDER, TrajLoadSettings, run_traj_load
+
+    def run() -> dict[str, Any]:
+        settings = TrajLoadSettings(
+            paths=tuple(Path(t) for t in args.trajectories),
+            agents=parse_agents(args.agents) if args.agents else KNEE_LADDER,
+            seconds=args.seconds or 120.0,
+            budget=args.budget or 24000,
+            model=not args.no_model,
+            config=args.config,
+            seed=args.seed,
+            max_agents=args.max_agents,
+        )
+        result = asyncio.run(run_traj_load(settings, progress=lambda m: print(m, file=sys.stderr)))
+        if args.plot:
+            from watcher.eval.bench.loadplot import plot_knee
+
+            try:
+                plot_knee(result, args.plot)
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"cannot write the plot {args.plot}: {exc}") from exc
+        return result
+
+    return _bench(run, args.json, quiet=True)
+
+
+def parse_agents(text: str) -> tuple[int, ...]:
+    """``"25,50,100"`` -> (25, 50, 100): agent counts, ascending, each at least 1."""
+    try:
+        counts = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ValueError(f"--agents takes N or N,N,...: not {text!r}") from None
+    if not counts or min(counts) < 1 or list(counts) != sorted(set(counts)):
+        raise ValueError(f"--agents takes ascending counts of at least 1: not {text!r}")
+    return counts
+
+
+def cmd_bench_adapters(args: argparse.Namespace) -> int:
+    from watcher.eval.bench.adapters_bench import AdapterBenchSettings, run_adapters_bench
+
+    def run() -> dict[str, Any]:
+        settings = AdapterBenchSettings(
+            trajectory=Path(args.trajectory),
+            history=Path(args.history),
+            turns=args.turns,
+            budget=args.budget,
+            llm_time=args.llm_time,
+            rounds=args.rounds,
+            overhead_llm_time=args.overhead_llm_time,
+        )
+        return asyncio.run(run_adapters_bench(settings, progress=lambda m: print(m, file=sys.stderr)))
+
+    return _bench(run, args.json)

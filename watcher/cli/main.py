@@ -11,6 +11,17 @@ from watcher.cli.parser import build_parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:  # parses its own arguments (ipc.integrations.mcp_server)
+        from ipc.integrations.mcp_server import main as mcp_main
+        from watcher.runtime.paths import default_endpoint
+
+        return mcp_main(argv[1:], default_endpoint())
+    if argv[:1] == ["hook"]:  # Claude Code hooks (ipc.integrations.hooks): JSON in, JSON out
+        from ipc.integrations.hooks import main as hook_main
+        from watcher.runtime.paths import default_endpoint
+
+        return hook_main(argv[1:], default_endpoint())
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from watcher.cli.evaluate import (
+    cmd_bench_adapters,
     cmd_bench_crash,
     cmd_bench_fuzz,
     cmd_bench_ingest,
@@ -14,6 +16,8 @@ from watcher.cli.evaluate import (
     cmd_bench_store_sync,
     cmd_bench_summarizer,
 )
+
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "trajectories"  # beside a checkout
 
 EPILOG = """\
 getting started:
@@ -135,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="trajectories played at once (default 1: none wait for another's digests)",
     )
     rp.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="play the whole set this many times; per-round aggregates and the first policy's regret "
+        "ratio to each other one as median and range (default 1)",
+    )
+    rp.add_argument(
         "--canaries", metavar="FILE", help="plant these fact sentences (one per line) and check them"
     )
     rp.add_argument("--seed", type=int, default=0, help="where the canaries go (default 0)")
@@ -155,7 +166,10 @@ def build_parser() -> argparse.ArgumentParser:
     kg.add_argument("dir", metavar="DIR", help="directory for the key files (created 0700)")
     kg.add_argument("--name", default="compactd", help="file name stem (default: compactd)")
 
-    bench = sub.add_parser("bench", help="measure the daemon and write JSON (see docs/BENCHMARKS.md)")
+    bench = sub.add_parser(
+        "bench",
+        help="measure the daemon and write JSON (see docs/BENCHMARKS.md); exit 1 if a goal was missed",
+    )
     benches = bench.add_subparsers(dest="bench", required=True, metavar="BENCH")
     # Each benchmark: benches.add_parser(NAME, ...) and .set_defaults(bench_func=cmd_bench_NAME).
     bi = benches.add_parser(
@@ -165,7 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     bi.add_argument("--agents", type=int, default=4, help="agents streaming at once (default 4)")
     bi.add_argument("--seconds", type=float, default=3.0, help="length of each timed phase (default 3)")
     bi.add_argument("--window", type=int, default=32, help="deltas in flight per agent (default 32)")
-    bi.add_argument("--rounds", type=int, default=2, help="daemon/raw alternations; best kept (default 2)")
+    bi.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="daemon/raw alternations; medians and ranges reported (default 3)",
+    )
     bi.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bi.set_defaults(bench_func=cmd_bench_ingest)
     bc = benches.add_parser(
@@ -191,23 +210,59 @@ def build_parser() -> argparse.ArgumentParser:
     bf.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bf.set_defaults(bench_func=cmd_bench_fuzz)
     bl = benches.add_parser(
-        "load", help="N agents streaming deltas: RSS curve, ingest p99, fairness of the compaction queue"
+        "load",
+        help="N agents against one daemon: with --trajectories, real trajectories and the knee "
+        "(largest N with 0 overflows, 0 stalls); else synthetic deltas at --rate",
+        description="With --trajectories: each step runs N agents replaying the trajectories (a turn "
+        "every 2-10 s per agent) against a fresh daemon, steps up --agents until a call overflows or "
+        "stalls, and reports the knee. Without: N agents streaming synthetic deltas at --rate. "
+        "Exit 1 if a goal was missed (named on stderr).",
     )
-    bl.add_argument("--agents", type=int, default=200, help="agents streaming at once (default 200)")
-    bl.add_argument("--rate", type=float, default=5.0, help="deltas per second per agent (default 5)")
-    bl.add_argument("--seconds", type=float, default=60.0, help="length of the run (default 60)")
-    bl.add_argument("--budget", type=int, default=32000, help="each agent's budget in tokens (default 32000)")
-    bl.add_argument("--chatty", type=int, default=1, help="agents sending --chatty-factor times faster")
+    bl.add_argument("--trajectories", nargs="+", metavar="TRAJ", help="replay these (the knee search)")
+    bl.add_argument(
+        "--agents",
+        metavar="N[,N...]",
+        help="agents; with --trajectories the ladder of steps (default 25,50,100,200,400), else one "
+        "number (default 200)",
+    )
+    bl.add_argument(
+        "--max-agents",
+        type=int,
+        default=1000,
+        help="with --trajectories: N doubles past the ladder while steps are clean, up to this "
+        "(default 1000)",
+    )
+    bl.add_argument("--rate", type=float, default=5.0, help="synthetic: deltas/s per agent (default 5)")
+    bl.add_argument(
+        "--seconds", type=float, help="length of each run (default 120 per step with --trajectories, else 60)"
+    )
+    bl.add_argument(
+        "--budget",
+        type=int,
+        help="each agent's budget in tokens (default 24000 with --trajectories, else 32000)",
+    )
+    bl.add_argument(
+        "--chatty", type=int, default=1, help="synthetic: agents sending --chatty-factor times faster"
+    )
     bl.add_argument("--chatty-factor", type=float, default=10.0, help="(default 10)")
-    bl.add_argument("--kill-at", type=float, default=0.0, help="SIGKILL and restart the daemon at S seconds")
+    bl.add_argument(
+        "--kill-at", type=float, default=0.0, help="synthetic: SIGKILL and restart the daemon at S seconds"
+    )
     bl.add_argument("--no-model", action="store_true", help="run the daemon without a model")
+    bl.add_argument(
+        "--config", metavar="FILE", help="config file for the daemon (default: none, the defaults)"
+    )
     bl.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     bl.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bl.add_argument(
+        "--plot", metavar="FILE.png", help="with --trajectories: overflows, stalls, queue wait vs N"
+    )
     bl.set_defaults(bench_func=cmd_bench_load)
     bss = benches.add_parser(
         "store-sync", help="cost of each SQLite synchronous level for one proposal's store commits"
     )
     bss.add_argument("--proposals", type=int, default=200, help="proposals per level (default 200)")
+    bss.add_argument("--rounds", type=int, default=3, help="interleaved rounds for the ratios (default 3)")
     bss.add_argument("--dir", metavar="DIR", help="directory on the disk to measure (default: $TMPDIR)")
     bss.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bss.set_defaults(bench_func=cmd_bench_store_sync)
@@ -233,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--weights", default="", help="re-encode the weights once: q8_0, q4_0, f16, bf16, f32")
     bs.add_argument("--prompt-lookup", type=int, default=0, help="prompt-lookup draft tokens (default 0)")
     bs.add_argument("--lookup-ab", type=int, default=8, help="draft tokens in the lookup A/B (0 = skip)")
+    bs.add_argument("--rounds", type=int, default=3, help="numpy + model digest rounds (default 3)")
     bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
     bs.set_defaults(bench_func=cmd_bench_summarizer)
     bp = benches.add_parser(
@@ -244,6 +300,22 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio (default 0.15)")
     bp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bp.set_defaults(bench_func=cmd_bench_planner)
+    ba = benches.add_parser(
+        "adapters", help="framework adapters: 60-turn windows and overhead per model call"
+    )
+    ba.add_argument("--trajectory", default=str(SHARED / "mini-swe-agent/pytest-dev__pytest-6197.traj.json"))
+    ba.add_argument("--history", default=str(SHARED / "mini-swe-agent/pylint-dev__pylint-6528.traj.json"))
+    ba.add_argument("--turns", type=int, default=60, help="turns played per adapter (default 60)")
+    ba.add_argument("--budget", type=int, default=20_000, help="the window, in tokens (default 20000)")
+    ba.add_argument(
+        "--llm-time", type=float, default=0.2, help="the model's own seconds per call (default 0.2)"
+    )
+    ba.add_argument("--rounds", type=int, default=3, help="with/without alternations (default 3)")
+    ba.add_argument(
+        "--overhead-llm-time", type=float, default=0.02, help="model seconds per call, overhead part (0.02)"
+    )
+    ba.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    ba.set_defaults(bench_func=cmd_bench_adapters)
     from watcher.eval.bench import signals as bench_signals  # `bench signals` registers itself
 
     bench_signals.register(benches)
@@ -265,4 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--state-dir", metavar="DIR", help="the daemon's state directory")
     rc.add_argument("--config", metavar="FILE", help="config file (for daemon.state_dir)")
     rc.add_argument("--json", action="store_true", help="print JSON")
+    # integrations (docs/INTEGRATIONS.md): their own argument parsers, in ipc.integrations
+    sub.add_parser("mcp", help="MCP server (stdio): recall/search/expand for one agent; mcp --help")
+    sub.add_parser("hook", help="Claude Code hooks: hook post-tool|pre-compact|session-start (JSON stdin)")
     return p

@@ -33,7 +33,7 @@ import signal
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,7 +45,7 @@ from watcher.eval.harness import ReplayError, running_daemon
 from watcher.eval.nfr import retention
 from watcher.eval.progress import Progress
 from watcher.eval.regret import regret
-from watcher.eval.scorecard import EngineWork, Run, aggregate, percentile
+from watcher.eval.scorecard import EngineWork, Run, aggregate, percentile, spread
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
 from watcher.runtime.paths import default_model_path
 
@@ -72,6 +72,7 @@ class ReplaySettings:
     progress: bool | None = None  # None: a progress bar when stderr is a terminal
     partial_json: Path | None = None  # rewritten after each trajectory with the results so far
     jobs: int = 1  # trajectories played at once (each plays its policies one after another)
+    rounds: int = 1  # the whole set this many times (round r > 1: names end in "#r"); ratios per round
 
     @property
     def policy(self) -> str:
@@ -144,7 +145,7 @@ async def play(
                 await link.append(*turn, wait=True)
                 if k == len(traj.turns) - 1 and k > 0:
                     break  # the run's last step and its output: no LLM call follows it
-                stall, fits = await _wait_for_room(link, changed, s)
+                stall, fits = await wait_for_room(link, changed, s.budget, s.stall_timeout)
                 run.stalls_ms.append(stall)
                 run.overflow_turns += not fits
                 run.usage.append(link.context.tokens)
@@ -170,18 +171,21 @@ async def play(
     return run
 
 
-async def _wait_for_room(link: AgentLink, changed: asyncio.Event, s: ReplaySettings) -> tuple[float, bool]:
-    """Block until the context fits the budget: (ms waited, whether it fits).
+async def wait_for_room(
+    link: AgentLink, changed: asyncio.Event, budget: int, stall_timeout: float
+) -> tuple[float, bool]:
+    """Block until the context fits ``budget`` (``changed`` is set whenever a proposal was
+    applied): (ms waited, whether it fits).
 
     Gives up at ``stall_timeout``, or as soon as the daemon has nothing running and nothing pending
     for this agent (it cannot make room: only anchors are left), so an impossible turn costs about a
     second of waiting rather than the whole timeout.
     """
-    if link.context.tokens <= s.budget:
+    if link.context.tokens <= budget:
         return 0.0, True
     t0 = time.perf_counter()
-    deadline = time.monotonic() + s.stall_timeout
-    while link.context.tokens > s.budget and time.monotonic() < deadline:
+    deadline = time.monotonic() + stall_timeout
+    while link.context.tokens > budget and time.monotonic() < deadline:
         changed.clear()
         try:
             await asyncio.wait_for(changed.wait(), min(STUCK_POLL_S, max(0.01, deadline - time.monotonic())))
@@ -190,7 +194,7 @@ async def _wait_for_room(link: AgentLink, changed: asyncio.Event, s: ReplaySetti
             pass
         if link.proposals.empty() and not await _daemon_busy(link):
             break
-    return (time.perf_counter() - t0) * 1000, link.context.tokens <= s.budget
+    return (time.perf_counter() - t0) * 1000, link.context.tokens <= budget
 
 
 async def _score_canaries(link: AgentLink, traj: Trajectory, canaries: Sequence[Canary], run: Run) -> Any:
@@ -252,8 +256,11 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
     for p in s.policies:
         if p not in POLICIES:
             raise ReplayError(f"unknown policy {p!r}: choose from {', '.join(POLICIES)}")
+    if not 1 <= s.rounds <= 20:
+        raise ReplayError(f"--rounds must be in 1..20, not {s.rounds}")
     count = token_counter(s.model)
-    played = _prepare(s, count)
+    once = _prepare(s, count)
+    played = once + [(replace(t, name=f"{t.name}#{r}"), c) for r in range(2, s.rounds + 1) for t, c in once]
     progress = Progress(sum(len(t.turns) for t, _ in played) * len(s.policies), enabled=s.progress)
     runs: dict[str, list[Run]] = {p: [] for p in s.policies}
     loop, me, stopped = asyncio.get_running_loop(), asyncio.current_task(), asyncio.Event()
@@ -304,10 +311,27 @@ async def run_replay(s: ReplaySettings) -> dict[str, Any]:
     return _result(s, played, runs)
 
 
+def _per_round(s: ReplaySettings, runs: dict[str, list[Run]]) -> dict[str, Any]:
+    """With --rounds: each round's aggregate per policy, and the first policy's regret over each
+    other policy's as median and range over the rounds (the headline ratio of a comparison)."""
+    n = len(next(iter(runs.values()))) // s.rounds if runs else 0
+    if s.rounds < 2 or not n:
+        return {}
+    rounds = [
+        {p: aggregate(rs[r * n : (r + 1) * n]) for p, rs in runs.items()}
+        for r in range(len(runs[s.policy]) // n)
+    ]
+    first, ratios = s.policies[0], {}
+    for other in s.policies[1:]:
+        pairs = [(a[first].get("regret"), a[other].get("regret")) for a in rounds]
+        ratios[f"regret {first} / {other}"] = spread([x / y for x, y in pairs if x is not None and y])
+    return {"rounds": rounds, "ratios": ratios}
+
+
 def _result(
     s: ReplaySettings, played: list[tuple[Trajectory, list[Canary]]], runs: dict[str, list[Run]]
 ) -> dict[str, Any]:
-    return {
+    return _per_round(s, runs) | {
         "policies": {
             p: {"aggregate": aggregate(rs), "trajectories": {r.name: r.metrics() for r in rs}}
             for p, rs in runs.items()
@@ -320,6 +344,7 @@ def _result(
             "policies": list(s.policies),
             "canaries": str(s.canaries) if s.canaries else None,
             "seed": s.seed,
+            "rounds": s.rounds,
             "trajectories": [t.name for t, _ in played],
         },
     }

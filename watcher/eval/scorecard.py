@@ -7,6 +7,7 @@ LLM call, how long it waited, and what each proposal it applied did to that cont
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,18 @@ def percentile(values: list[float], q: float) -> float:
     k = (len(s) - 1) * q / 100
     lo, hi = math.floor(k), math.ceil(k)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def spread(values: list[float], digits: int = 3) -> dict[str, Any]:
+    """Median and range of a figure measured in several rounds (and the rounds themselves)."""
+    if not values:
+        return {"median": None, "min": None, "max": None, "rounds": []}
+    return {
+        "median": round(statistics.median(values), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+        "rounds": [round(v, digits) for v in values],
+    }
 
 
 @dataclass

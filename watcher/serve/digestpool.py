@@ -91,6 +91,14 @@ class DigestPool:
         engine = like.engine
         return PooledSummarizer(self, like.count, engine.settings.path if engine is not None else "")
 
+    def warm(self, like: Summarizer) -> None:
+        """Start the worker now, not at the first digest: spawning it takes about a second (more
+        on a busy machine), which the first proposal of a fresh daemon would otherwise wait for."""
+        summarizer = self.summarizer(like)
+        if isinstance(summarizer, PooledSummarizer) and self._pool is None:
+            with contextlib.suppress(OSError, RuntimeError):
+                self._ensure(summarizer.model_path).submit(int)  # runs the initializer
+
     def _ensure(self, model_path: str) -> ProcessPoolExecutor:
         if self._pool is not None and self._model_path == model_path:
             return self._pool
@@ -137,7 +145,7 @@ class PooledSummarizer(Summarizer):
     def __init__(self, pool: DigestPool, count: Callable[[str], int], model_path: str) -> None:
         super().__init__(None, count=count)
         self._pool = pool
-        self._model_path = model_path
+        self.model_path = model_path
 
     async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
-        return await self._pool.digest(self._model_path, self.count, items, ref, target_tokens)
+        return await self._pool.digest(self.model_path, self.count, items, ref, target_tokens)

@@ -29,6 +29,7 @@ from watcher.serve.auth import PeerInfo
 from watcher.serve.housekeeping import Housekeeping, Switch, gc_pacer
 from watcher.serve.hub import Listener, Route
 from watcher.serve.jobs import Jobs
+from watcher.serve.readers import Readers
 from watcher.serve.requests import Requests, status
 from watcher.serve.scheduler import FairScheduler
 from watcher.serve.session import Session
@@ -70,6 +71,7 @@ class Server:
         self.summarizer = summarizer
         self.max_frame = cfg.daemon.max_frame_bytes
         self.by_peer: dict[bytes, Session] = {}
+        self.readers = Readers(self)  # connections reading an agent's archive only (MCP, hooks)
         self.agents: dict[str, Session] = {}
         self.tasks: set[asyncio.Task[None]] = set()
         self.started = time.time()
@@ -261,7 +263,12 @@ class Server:
         t = msg["t"]
         ref = ref_of(msg)
         if t == T.HELLO:
-            attach.hello(self, peer, msg, ref)
+            if msg.get("reader") is True:  # an archive reader (watcher.serve.readers): no context
+                self.readers.hello(peer, msg, ref)
+            else:
+                self.readers.by_peer.pop(peer, None)
+                attach.hello(self, peer, msg, ref)
+                self.scheduler.pool.warm(self.summarizer)  # once: its first digest is not a cold start
             return
         known = self.by_peer.get(peer)
         if t == T.STATUS:
@@ -272,10 +279,12 @@ class Server:
         if t == T.HEARTBEAT:  # answered always; "attached" tells a client whether we know it
             if known is not None:
                 known.last_seen = time.monotonic()
-            beat: dict[str, Any] = {"t": T.HEARTBEAT, "attached": known is not None}
+            beat: dict[str, Any] = {"t": T.HEARTBEAT, "attached": known is not None or peer in self.readers}
             if ref is not None:
                 beat["re"] = ref
             self.send(peer, beat)
+            return
+        if self.readers.serve(peer, t, msg, ref):
             return
         route = self.routes.get(t)
         if route is None:
@@ -286,6 +295,10 @@ class Server:
         route(known, msg, ref)
 
     # --- the daemon's side: status, reload, housekeeping, shutdown ------------------------------------
+    def tokenizer_name(self) -> str:
+        """How the daemon counts sections sent without ``tokens`` (WELCOME.tokenizer)."""
+        return attach.tokenizer_name(self)
+
     def daemon_status(self) -> dict[str, Any]:
         return {
             "uptime_s": round(time.time() - self.started, 1),

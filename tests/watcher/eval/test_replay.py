@@ -39,6 +39,7 @@ KEYS = {
     "summarizer_prefill_tps",
     "summarizer_decode_tps",
 }
+FAST = ("--budget=16000", "--turn-interval=0", "--no-model", "--no-progress")  # no model, turns back to back
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -139,16 +140,7 @@ def test_jobs_play_trajectories_at_once_and_report_them_in_order(tmp_path: Path,
         str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),
         str(trajectories / "mini-swe-agent" / "scikit-learn__scikit-learn-25102.traj.json"),
     ]
-    proc = replay(
-        *paths,
-        "--budget=16000",
-        "--turn-interval=0",
-        "--no-model",
-        "--policy=optimistic,reactive",
-        "--jobs=2",
-        f"--json={tmp_path / 'r.json'}",
-        "--no-progress",
-    )
+    proc = replay(*paths, *FAST, "--policy=optimistic,reactive", "--jobs=2", f"--json={tmp_path / 'r.json'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     names = data["settings"]["trajectories"]
@@ -239,3 +231,23 @@ def test_sigterm_stops_the_daemon_it_started(trajectories: Path) -> None:
     for pid in daemons:
         stat = Path(f"/proc/{pid}/stat")
         assert not stat.exists() or stat.read_text().split()[2] == "Z", f"daemon {pid} still running"
+
+
+@pytest.mark.slow
+def test_rounds_report_each_round_and_the_regret_ratio_as_median_and_range(
+    tmp_path: Path, trajectories: Path
+) -> None:
+    traj = str(trajectories / "mini-swe-agent" / "scikit-learn__scikit-learn-25102.traj.json")
+    proc = replay(traj, *FAST, "--policy=optimistic,recency", "--rounds=3", f"--json={tmp_path / 'r.json'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    name = "scikit-learn__scikit-learn-25102"
+    assert data["settings"]["trajectories"] == [name, f"{name}#2", f"{name}#3"]
+    assert len(data["rounds"]) == 3 and all(set(r) == {"optimistic", "recency"} for r in data["rounds"])
+    assert data["policies"]["optimistic"]["aggregate"]["turns"] == sum(
+        r["optimistic"]["turns"] for r in data["rounds"]
+    )
+    ratio = data["ratios"]["regret optimistic / recency"]
+    per_round = [r["optimistic"]["regret"] / r["recency"]["regret"] for r in data["rounds"]]
+    assert ratio["rounds"] == [round(x, 3) for x in per_round]
+    assert ratio["min"] <= ratio["median"] <= ratio["max"]

@@ -7,8 +7,9 @@ same msgpack frames:
   agent's mirror, checked for compaction, and answered with SYNCED (the DELTA carries an ``id``);
 * a bare pyzmq ROUTER that echoes every frame back (what moving the bytes costs at minimum).
 
-Phases (each ``seconds`` long; daemon and raw alternate ``rounds`` times and the best of each is
-kept, since both share the machine's cores with the client and anything else running):
+Phases (each ``seconds`` long; daemon and raw alternate ``rounds`` times, which goes first
+alternating too, since both share the machine's cores with the client and anything else running;
+every figure is the median over the rounds, and the ratios also carry their range, ``*_spread``):
 
 1. throughput: N agents, ``window`` deltas in flight each → deltas/s and msgs/s;
 2. latency: N agents, one delta in flight each (send → SYNCED), p50/p99 in ms — an upper bound on
@@ -31,10 +32,10 @@ ids), so building one costs the same, and almost nothing, in both runs.
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import resource
 import signal
+import statistics
 import struct
 import subprocess
 import sys
@@ -48,7 +49,10 @@ from typing import Any
 import zmq
 
 from ipc.protocol import T, decode, encode
+from watcher.eval.bench.goals import BenchError, Goal, in_range, judge, spread
+from watcher.eval.bench.procstat import cpu_seconds
 from watcher.eval.harness import DaemonProcess, ReplayError
+from watcher.eval.scorecard import percentile
 
 SECTION_TOKENS = 50
 SECTION_TEXT = (
@@ -75,26 +79,20 @@ while True:
 """
 
 
-class BenchError(RuntimeError):
-    pass
-
-
 @dataclass(frozen=True)
 class IngestSettings:
     agents: int = 4
     seconds: float = 3.0
     window: int = 32
-    rounds: int = 2
+    rounds: int = 3
 
     def __post_init__(self) -> None:
-        if not 1 <= self.agents <= 256:
-            raise ValueError("--agents must be in 1..256")
-        if not 0.2 <= self.seconds <= 600:
-            raise ValueError("--seconds must be in 0.2..600")
-        if not 1 <= self.window <= 500:
-            raise ValueError("--window must be in 1..500")
-        if not 1 <= self.rounds <= 10:
-            raise ValueError("--rounds must be in 1..10")
+        in_range(
+            agents=(self.agents, 1, 256),
+            seconds=(self.seconds, 0.2, 600),
+            window=(self.window, 1, 500),
+            rounds=(self.rounds, 1, 10),
+        )
 
 
 # --- frames -------------------------------------------------------------------------------------------
@@ -277,21 +275,6 @@ def check(frame: bytes, reply: bytes) -> None:
         raise BenchError(f"unexpected reply {decode(frame, 1 << 30)}")
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    s = sorted(values)
-    k = (len(s) - 1) * q / 100
-    lo, hi = math.floor(k), math.ceil(k)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def own_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
@@ -358,74 +341,85 @@ def run_ingest(s: IngestSettings) -> dict[str, Any]:
             zctx.term()
 
 
+def _phase(
+    kind: str, zctx: zmq.Context[Any], server: tuple[str, int], s: IngestSettings, names: Iterator[int]
+) -> dict[str, float]:
+    """One timed throughput phase and one latency phase against one server (a fresh set of agents)."""
+    endpoint, pid = server
+    agents = Agents(zctx, endpoint, s.agents)
+    try:
+        reply = b"DELTA" if kind == "raw" else b"SYNCED"
+        if kind == "daemon":
+            agents.attach([f"bench-{os.getpid()}-{next(names)}" for _ in range(s.agents)], 10_000)
+            busy0, frames0 = daemon_busy(zctx, endpoint)
+        cpu0, mine0 = cpu_seconds(pid), own_cpu()
+        done, elapsed = agents.throughput(s.seconds, s.window, reply)
+        cpu1, mine1 = cpu_seconds(pid), own_cpu()
+        out = {"rate": done / elapsed, "cpu": (cpu1 - cpu0) / done, "client_cpu": (mine1 - mine0) / done}
+        if kind == "daemon":
+            busy1, frames1 = daemon_busy(zctx, endpoint)
+            out["busy"] = (busy1 - busy0) / max(1, frames1 - frames0 - 1)
+        rtts = agents.latency(s.seconds, reply)
+        out["p50"], out["p99"] = percentile(rtts, 50) * 1e3, percentile(rtts, 99) * 1e3
+        return out
+    finally:
+        agents.close()
+
+
+def _scale_round(daemon: tuple[str, int], s: IngestSettings, small: Agents, big: Agents) -> float:
+    """CPU per delta of the daemon, 1M-token context over 10k-token context, in one round."""
+    cost = {}
+    for tokens, agents in ((10_000, small), (1_000_000, big)):
+        cpu0 = cpu_seconds(daemon[1])
+        done, _elapsed = agents.throughput(s.seconds, s.window, b"SYNCED")
+        cost[tokens] = (cpu_seconds(daemon[1]) - cpu0) / done
+    return cost[1_000_000] / cost[10_000] if cost[10_000] else 0.0
+
+
 def _measure(
     s: IngestSettings, zctx: zmq.Context[Any], daemon: tuple[str, int], echo: tuple[str, int]
 ) -> dict[str, Any]:
     names = _seq()
     sample = DeltaStream().next_frame()
-    rate = {"daemon": 0.0, "raw": 0.0}
-    cpu = {"daemon": math.inf, "raw": math.inf, "client_raw": math.inf, "client_daemon": math.inf}
-    busy = math.inf
-    lat: dict[str, list[float]] = {"daemon": [], "raw": []}
-    for _ in range(s.rounds):
-        for kind in ("raw", "daemon"):
-            endpoint, pid = echo if kind == "raw" else daemon
-            agents = Agents(zctx, endpoint, s.agents)
-            try:
-                reply = b"DELTA" if kind == "raw" else b"SYNCED"
-                if kind == "daemon":
-                    agents.attach([f"bench-{os.getpid()}-{next(names)}" for _ in range(s.agents)], 10_000)
-                    busy0, frames0 = daemon_busy(zctx, endpoint)
-                cpu0, mine0 = cpu_seconds(pid), own_cpu()
-                done, elapsed = agents.throughput(s.seconds, s.window, reply)
-                cpu1, mine1 = cpu_seconds(pid), own_cpu()
-                rate[kind] = max(rate[kind], done / elapsed)
-                cpu[kind] = min(cpu[kind], (cpu1 - cpu0) / done)
-                cpu[f"client_{kind}"] = min(cpu[f"client_{kind}"], (mine1 - mine0) / done)
-                if kind == "daemon":
-                    busy1, frames1 = daemon_busy(zctx, endpoint)
-                    busy = min(busy, (busy1 - busy0) / max(1, frames1 - frames0 - 1))
-                rtts = agents.latency(s.seconds, reply)
-                if not lat[kind] or percentile(rtts, 50) < percentile(lat[kind], 50):
-                    lat[kind] = rtts
-            finally:
-                agents.close()
-    scale = {}
-    for tokens in (10_000, 1_000_000):
-        agents = Agents(zctx, daemon[0], 1)
-        try:
-            agents.attach([f"bench-{os.getpid()}-{next(names)}"], tokens)
-            best = math.inf
-            for _ in range(s.rounds):
-                cpu0 = cpu_seconds(daemon[1])
-                done, _elapsed = agents.throughput(s.seconds, s.window, b"SYNCED")
-                best = min(best, (cpu_seconds(daemon[1]) - cpu0) / done)
-        finally:
-            agents.close()
-        scale[tokens] = best * 1e6
-    ratio = rate["daemon"] / rate["raw"] if rate["raw"] else 0.0
-    cost_ratio = scale[1_000_000] / scale[10_000] if scale[10_000] else 0.0
-    us = {k: round(v * 1e6, 2) for k, v in cpu.items()}
-    return {
-        "daemon_deltas_per_s": round(rate["daemon"]),
-        "raw_pyzmq_msgs_per_s": round(rate["raw"]),
-        "ratio_vs_raw": round(ratio, 3),
-        "p50_ms": round(percentile(lat["daemon"], 50) * 1e3, 3),
-        "p99_ms": round(percentile(lat["daemon"], 99) * 1e3, 3),
-        "raw_p50_ms": round(percentile(lat["raw"], 50) * 1e3, 3),
-        "raw_p99_ms": round(percentile(lat["raw"], 99) * 1e3, 3),
-        "per_delta_cost_ratio_1m_vs_10k": round(cost_ratio, 3),
-        "daemon_cpu_us_per_delta_10k": round(scale[10_000], 2),
-        "daemon_cpu_us_per_delta_1m": round(scale[1_000_000], 2),
-        "daemon_cpu_us_per_delta": us["daemon"],
-        "raw_server_cpu_us_per_msg": us["raw"],
-        "cpu_ratio_vs_raw": round(cpu["raw"] / cpu["daemon"], 3) if cpu["daemon"] else 0.0,
-        "client_cpu_us_per_msg": {"raw": us["client_raw"], "daemon": us["client_daemon"]},
-        "daemon_handle_us_per_delta": round(busy * 1e6, 2),
-        "goals": {
-            "ratio_vs_raw >= 0.5": ratio >= 0.5,
-            "per_delta_cost_ratio_1m_vs_10k <= 1.5": cost_ratio <= 1.5,
+    rounds: dict[str, list[dict[str, float]]] = {"daemon": [], "raw": []}
+    for r in range(s.rounds):  # interleaved, and which server goes first alternates
+        for kind in ("raw", "daemon") if r % 2 == 0 else ("daemon", "raw"):
+            rounds[kind].append(_phase(kind, zctx, daemon if kind == "daemon" else echo, s, names))
+    d, raw = rounds["daemon"], rounds["raw"]
+    ratio = [a["rate"] / b["rate"] for a, b in zip(d, raw, strict=True)]
+    cpu_ratio = [b["cpu"] / a["cpu"] for a, b in zip(d, raw, strict=True)]
+    small, big = Agents(zctx, daemon[0], 1), Agents(zctx, daemon[0], 1)
+    try:
+        small.attach([f"bench-{os.getpid()}-{next(names)}"], 10_000)
+        big.attach([f"bench-{os.getpid()}-{next(names)}"], 1_000_000)
+        cost_ratio = [_scale_round(daemon, s, small, big) for _ in range(s.rounds)]
+    finally:
+        small.close()
+        big.close()
+
+    def med(rows: list[dict[str, float]], key: str, scale: float = 1.0, digits: int = 3) -> float:
+        return round(statistics.median(x[key] for x in rows) * scale, digits)
+
+    result: dict[str, Any] = {
+        "daemon_deltas_per_s": round(med(d, "rate")),
+        "raw_pyzmq_msgs_per_s": round(med(raw, "rate")),
+        "ratio_vs_raw": spread(ratio)["median"],
+        "ratio_vs_raw_spread": spread(ratio),
+        "p50_ms": med(d, "p50"),
+        "p99_ms": med(d, "p99"),
+        "raw_p50_ms": med(raw, "p50"),
+        "raw_p99_ms": med(raw, "p99"),
+        "per_delta_cost_ratio_1m_vs_10k": spread(cost_ratio)["median"],
+        "per_delta_cost_ratio_1m_vs_10k_spread": spread(cost_ratio),
+        "daemon_cpu_us_per_delta": med(d, "cpu", 1e6, 2),
+        "raw_server_cpu_us_per_msg": med(raw, "cpu", 1e6, 2),
+        "cpu_ratio_vs_raw": spread(cpu_ratio)["median"],
+        "cpu_ratio_vs_raw_spread": spread(cpu_ratio),
+        "client_cpu_us_per_msg": {
+            "raw": med(raw, "client_cpu", 1e6, 2),
+            "daemon": med(d, "client_cpu", 1e6, 2),
         },
+        "daemon_handle_us_per_delta": med(d, "busy", 1e6, 2),
         "settings": {
             "agents": s.agents,
             "seconds": s.seconds,
@@ -437,3 +431,10 @@ def _measure(
             "load_average_1m": round(os.getloadavg()[0], 2),
         },
     }
+    return judge(
+        result,
+        [
+            Goal("ratio_vs_raw", result["ratio_vs_raw"], ">=", 0.5),
+            Goal("per_delta_cost_ratio_1m_vs_10k", result["per_delta_cost_ratio_1m_vs_10k"], "<=", 1.5),
+        ],
+    )

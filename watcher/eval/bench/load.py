@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import random
 import signal
 import statistics
@@ -33,24 +32,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import zmq
 import zmq.asyncio
 
 from ipc.client import AgentLink, LinkError
-from ipc.protocol import decode, encode
 from ipc.sections import Section
+from watcher.eval.bench.goals import BenchError, Goal, exercised, in_range, judge
+from watcher.eval.bench.procstat import Sampler, ask_status, loop_lag
 from watcher.eval.harness import DaemonProcess, ReplayError
-from watcher.eval.replay import percentile
+from watcher.eval.scorecard import percentile
 from watcher.store.store import DB_NAME, check_integrity, connect_readonly
 
-CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
 RECALL_SAMPLE: Final = 400  # applied proposals whose originals are recalled after the run
 LINK_TIMEOUT_S: Final = 3.0  # an append in flight when the daemon is killed fails after this long
-NO_AGENT: Final = "load-status-probe"  # a STATUS naming it gets the daemon's figures, no agent's
-
-
-class BenchError(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -64,14 +57,10 @@ class LoadSettings:
     chatty_factor: float = 10.0
     kill_at: float = 0.0
     seed: int = 1
+    config: str | None = None
 
     def __post_init__(self) -> None:
-        if not 1 <= self.agents <= 2000:
-            raise ValueError("--agents must be in 1..2000")
-        if not 0.1 <= self.rate <= 100:
-            raise ValueError("--rate must be in 0.1..100")
-        if not 1 <= self.seconds <= 3600:
-            raise ValueError("--seconds must be in 1..3600")
+        in_range(agents=(self.agents, 1, 2000), rate=(self.rate, 0.1, 100), seconds=(self.seconds, 1, 3600))
         if not 0 <= self.chatty < self.agents:
             raise ValueError("--chatty must be below --agents")
         if self.kill_at and not 0 < self.kill_at < self.seconds:
@@ -210,119 +199,6 @@ async def run_agent(
             next_t = time.monotonic()
 
 
-# --- sampling the daemon ------------------------------------------------------------------------------
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        with contextlib.suppress(OSError):
-            out += [int(c) for c in (task / "children").read_text().split()]
-    return out
-
-
-def proc_sample(pid: int) -> tuple[float, float]:
-    """(RSS MiB, CPU seconds) of a process and its children (the digest worker)."""
-    rss, main, children = proc_split(pid)
-    return rss, main + children
-
-
-def _mb(nbytes: Any) -> float | None:
-    return round(nbytes / 1048576, 1) if isinstance(nbytes, int) else None
-
-
-def proc_split(pid: int) -> tuple[float, float, float]:
-    """(RSS MiB of the process and its children, CPU seconds of the process, of its children)."""
-    rss = 0.0
-    cpu = [0.0, 0.0]
-    for n, p in enumerate([pid, *_children(pid)]):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    rss += int(line.split()[1]) / 1024
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            cpu[min(n, 1)] += (int(fields[11]) + int(fields[12])) / CLK_TCK
-    return rss, cpu[0], cpu[1]
-
-
-async def ask_status(
-    ctx: zmq.asyncio.Context, endpoint: str, within_s: float = 5.0, agents: bool = True
-) -> dict[str, Any] | None:
-    """The operator's STATUS; ``agents=False``: the daemon's part only (it names an agent that is
-    not attached), which costs the daemon no per-agent work: the once-a-second sample must not add
-    to the ingest latency it measures."""
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(endpoint)
-    msg: dict[str, Any] = {"t": "STATUS", "id": 1}
-    if not agents:
-        msg["agent"] = NO_AGENT
-    try:
-        await sock.send(encode(msg))
-        frame = await asyncio.wait_for(sock.recv(), within_s)
-        reply = decode(frame, 1 << 30)
-        return reply if reply.get("t") == "STATE" else None
-    except TimeoutError:
-        return None
-    finally:
-        sock.close(0)
-
-
-async def loop_lag(lags: list[float]) -> None:
-    """How late this process's own event loop wakes up (a client that cannot keep up would inflate
-    the measured ingest latency; this says by how much)."""
-    while True:
-        t0 = time.perf_counter()
-        await asyncio.sleep(0.01)
-        lags.append((time.perf_counter() - t0 - 0.01) * 1000)
-
-
-@dataclass
-class Sampler:
-    curve: list[dict[str, Any]] = field(default_factory=list)
-    queue: dict[str, Any] = field(default_factory=dict)  # the last compaction_queue stats seen
-
-    async def run(self, ctx: zmq.asyncio.Context, holder: dict[str, DaemonProcess], start: float) -> None:
-        last_cpu: tuple[float, float, float, float] | None = None  # (when, daemon, worker, client)
-        while True:
-            await asyncio.sleep(1.0)
-            daemon = holder["daemon"]
-            t = round(time.monotonic() - start, 1)
-            try:
-                rss, main, worker = proc_split(daemon.proc.pid)
-            except (OSError, ValueError, IndexError):
-                self.curve.append({"t": t, "rss_mb": None})
-                last_cpu = None
-                continue
-            now = time.monotonic()
-            client = time.process_time()
-            cpu_pct = worker_pct = client_pct = None
-            if last_cpu:
-                span = (now - last_cpu[0]) / 100
-                cpu_pct = round((main + worker - last_cpu[1] - last_cpu[2]) / span, 1)
-                worker_pct = round((worker - last_cpu[2]) / span, 1)
-                client_pct = round((client - last_cpu[3]) / span, 1)
-            last_cpu = (now, main, worker, client)
-            status = await ask_status(ctx, daemon.endpoint, 2.0, agents=False)
-            q = (status or {}).get("daemon", {}).get("compaction_queue") or {}
-            if q:
-                self.queue = q
-            self.curve.append(
-                {
-                    "t": t,
-                    "rss_mb": round(rss, 1),
-                    "cpu_pct": cpu_pct,  # the daemon and its digest worker
-                    "worker_cpu_pct": worker_pct,
-                    "client_cpu_pct": client_pct,  # this process: the 200 agents
-                    "loadavg": round(os.getloadavg()[0], 2),
-                    "queue_depth": q.get("depth"),
-                    "served": q.get("served"),
-                    "agents": (status or {}).get("daemon", {}).get("agents"),
-                    "mirrors_mb": _mb((status or {}).get("daemon", {}).get("mirror_bytes")),
-                }
-            )
-
-
 # --- the run ---------------------------------------------------------------------------------------------
 
 
@@ -331,7 +207,7 @@ async def run_load(s: LoadSettings) -> dict[str, Any]:
     rng = random.Random(s.seed)
     with tempfile.TemporaryDirectory(prefix="compactd-load-") as tmp:
         work = Path(tmp)
-        holder = {"daemon": DaemonProcess(work, None, s.model)}
+        holder = {"daemon": DaemonProcess(work, s.config, s.model)}
         ctx = zmq.asyncio.Context()
         links: list[AgentLink] = []
         kill: dict[str, Any] = {}
@@ -412,7 +288,7 @@ async def _kill_and_restart(
         problems = check_integrity(db)
     finally:
         db.close()
-    new = DaemonProcess(work, None, s.model, log_name="daemon-restarted.log")
+    new = DaemonProcess(work, s.config, s.model, log_name="daemon-restarted.log")
     holder["daemon"] = new
     await new.wait_ready(180)
     return {
@@ -535,13 +411,32 @@ def _result(
         kill["recovery_s_p50"] = round(percentile(back, 50), 2)
         kill["recovery_s_max"] = round(max(back, default=0.0), 2)
         out["kill"] = kill
-    out["goals_met"] = bool(
-        out["ingest_ms_p99"] <= 50.0
-        and out["rss_mb_growth_second_half"] <= 0.25 * max(1.0, out["rss_mb_max"])
-        and (out["queue_depth_max"] or 0) <= s.agents
-        and checks["lost_originals"] == 0
-        and checks["mirror_mismatches"] == 0
-        and exit_code == 0
-        and (not kill or (kill["integrity_ok"] and kill["agents_recovered"] == s.agents))
-    )
-    return out
+    quiet_appends = sum(r.appends for r in quiet)
+    model_jobs = sampler.queue.get("model_jobs")
+    goals = [
+        Goal("ingest_ms_p99", exercised(out["ingest_ms_p99"], bool(lat)), "<=", 50.0),
+        Goal(
+            "rss_mb_growth_second_half",
+            out["rss_mb_growth_second_half"],
+            "<=",
+            round(0.25 * max(1.0, out["rss_mb_max"]), 1),
+        ),
+        Goal("queue_depth_max", out["queue_depth_max"], "<=", s.agents),
+        Goal(
+            "quiet_appends_over_budget",
+            exercised(out["quiet_appends_over_budget"], quiet_appends > 0),
+            "==",
+            0,
+        ),
+        Goal("lost_originals", exercised(checks["lost_originals"], checks["recalled"] > 0), "==", 0),
+        Goal("mirror_mismatches", checks["mirror_mismatches"], "==", 0),
+        Goal("daemon_exit_code", exit_code, "==", 0),
+    ]
+    if s.model:  # "with the model" is a claim only if the model ran
+        goals.append(Goal("model_jobs", exercised(model_jobs, bool(model_jobs)), ">=", 1))
+    if kill:
+        goals += [
+            Goal("kill.integrity_ok", kill["integrity_ok"], "==", True),
+            Goal("kill.agents_recovered", kill["agents_recovered"], "==", s.agents),
+        ]
+    return judge(out, goals)

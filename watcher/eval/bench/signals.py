@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import re
 import statistics
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from watcher.eval.bench.cilog import DEFAULT_CASES, Case, CaseError, find_cases, normalize, score
+from watcher.eval.bench.goals import BenchError, Goal, emit, judge
 
 METHODS: Final = ("raw", "tail-200", "grep", "compress", "digest", "digest-model")
 TIMED: Final = ("compress", "digest")  # methods whose speed is a goal: timed --repeat times
@@ -38,10 +38,6 @@ STRESS_BOUND_S: Final = 60.0  # "bounded time" for one such input
 
 if TYPE_CHECKING:  # the CLI imports this module to build its parser: the summarizer loads on use
     from summarizer.digest import Summarizer
-
-
-class BenchError(RuntimeError):
-    """The benchmark cannot run; the message says why."""
 
 
 def grep_context(text: str, before: int = 3, after: int = 8) -> str:
@@ -280,17 +276,15 @@ async def run_signals(
     rows = await _run_cases(cases, methods, env)
     agg = summarize(rows, methods)
     stress = await run_bad_inputs(bad_input_mb) if bad_input_mb else None
-    g = goals(agg, stress)
-    return {
+    out = {
         "cases": len(cases),
         "methods": list(methods),
         "repeat": env.repeat,
         "aggregate": agg,
         "rows": rows,
         "bad_inputs": stress,
-        "goals": g,
-        "goals_met": all(g.values()),
     }
+    return judge(out, [Goal(name, met, "==", True) for name, met in goals(agg, stress).items()])
 
 
 # ------------------------------------------------------------------------------------------------- CLI
@@ -359,10 +353,5 @@ def cmd_bench_signals(args: argparse.Namespace) -> int:
     finally:
         if engine is not None:
             engine.close()
-    text = json.dumps(result, indent=2, sort_keys=True)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
     print(_table(result["aggregate"]), file=sys.stderr)
-    for name, met in result["goals"].items():
-        print(f"{'met   ' if met else 'MISSED'} {name}", file=sys.stderr)
-    return 0 if result["goals_met"] else 1
+    return emit(result, args.json, quiet=True)

@@ -1,0 +1,94 @@
+"""A tiny `compactd bench load --trajectories` (3 agents, short steps, no model) through the real
+command and real daemons: the report has the knee and the per-step figures, the plot is written,
+and the knee goal (>= 200 agents), impossible with 3 agents, makes the command exit 1."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fixtures.cli import compactd
+from tests.fixtures.trajectories import require
+from watcher.cli.evaluate import parse_agents
+
+MINI = require() / "mini-swe-agent"
+
+STEP_KEYS = (
+    "agents",
+    "overflow_calls",
+    "stalled_calls",
+    "stall_ms_p99",
+    "queue_wait_ms_p50",
+    "queue_wait_ms_p99",
+    "rss_mb_max",
+    "agents_under_high_watermark",
+    "compactions_per_s",
+    "tokens_compacted_per_s",
+    "daemon_cpu_pct_mean",
+    "ingest_ms_p99",
+    "model_share_of_digests",
+)
+
+
+@pytest.mark.slow
+def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(
+    tmp_path: Path,
+) -> None:
+    out, png = tmp_path / "load.json", tmp_path / "knee.png"
+    trajs = [str(p) for p in sorted(MINI.glob("*.traj.json"))[:3]]
+    run = compactd(
+        *("bench", "load", "--trajectories", *trajs, "--agents", "3", "--max-agents", "6", "--seconds", "8"),
+        *("--budget", "8000", "--no-model", "--json", str(out), "--plot", str(png)),
+        timeout=600,
+    )
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    r = json.loads(out.read_text())
+    steps = {s["agents"]: s for s in r["steps"]}
+    assert set(steps) in ({3}, {3, 6})  # the ladder, then doubled up to --max-agents if clean
+    knee = r["knee_agents"]  # the largest N before the first step with an overflow or a stall
+    assert knee == (0 if not steps[3]["clean"] else 3 if not steps[6]["clean"] else 6)
+    assert r["knee_is_lower_bound"] == all(s["clean"] for s in steps.values())
+    for step in steps.values():
+        for key in STEP_KEYS:
+            assert key in step, key
+        assert step["calls"] > 0 and step["rss_mb_max"] > 0
+        assert step["model_jobs"] == 0  # --no-model
+    assert "knee_agents" in r["missed"] and r["goals"]["knee_agents"]["target"] == ">= 200"
+    assert "goal missed: knee_agents" in run.stderr
+    assert png.stat().st_size > 10_000
+
+
+def test_agents_ladder_is_checked() -> None:
+    assert parse_agents("25,50,100") == (25, 50, 100)
+    for bad in ("0", "50,25", "a", "25,25", ""):
+        with pytest.raises(ValueError):
+            parse_agents(bad)
+
+
+def test_synthetic_load_fails_when_quiet_agents_go_over_budget(tmp_path: Path) -> None:
+    """The old synthetic mode (--rate) judges its new goal: 0 appends over budget for the agents
+    that pace themselves. A 2000-token budget at 5 appends/s cannot be kept: the command exits 1."""
+    out = tmp_path / "load.json"
+    run = compactd(
+        *(
+            "bench",
+            "load",
+            "--agents",
+            "6",
+            "--rate",
+            "5",
+            "--seconds",
+            "4",
+            "--budget",
+            "2000",
+            "--no-model",
+        ),
+        *("--json", str(out)),
+    )
+    assert run.returncode == 1, run.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["quiet_appends_over_budget"] > 0
+    assert "quiet_appends_over_budget" in r["missed"]
+    assert "goal missed: quiet_appends_over_budget" in run.stderr

@@ -1,0 +1,141 @@
+"""Sampling a daemon under test from outside: RSS and CPU from /proc, and its STATUS.
+
+Shared by the benches (load, load with trajectories, fuzz, ingest).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import zmq
+import zmq.asyncio
+
+from ipc.protocol import decode, encode
+from watcher.eval.harness import DaemonProcess
+
+CLK_TCK: Final = os.sysconf("SC_CLK_TCK")
+NO_AGENT: Final = "load-status-probe"  # a STATUS naming it gets the daemon's figures, no agent's
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of one process, MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):
+            out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def _mb(nbytes: Any) -> float | None:
+    return round(nbytes / 1048576, 1) if isinstance(nbytes, int) else None
+
+
+def proc_split(pid: int) -> tuple[float, float, float]:
+    """(RSS MiB of the process and its children, CPU seconds of the process, of its children)."""
+    rss = 0.0
+    cpu = [0.0, 0.0]
+    for n, p in enumerate([pid, *_children(pid)]):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    rss += int(line.split()[1]) / 1024
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu[min(n, 1)] += (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return rss, cpu[0], cpu[1]
+
+
+async def ask_status(
+    ctx: zmq.asyncio.Context, endpoint: str, within_s: float = 5.0, agents: bool = True
+) -> dict[str, Any] | None:
+    """The operator's STATUS; ``agents=False``: the daemon's part only (it names an agent that is
+    not attached), which costs the daemon no per-agent work: the once-a-second sample must not add
+    to the ingest latency it measures."""
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    msg: dict[str, Any] = {"t": "STATUS", "id": 1}
+    if not agents:
+        msg["agent"] = NO_AGENT
+    try:
+        await sock.send(encode(msg))
+        frame = await asyncio.wait_for(sock.recv(), within_s)
+        reply = decode(frame, 1 << 30)
+        return reply if reply.get("t") == "STATE" else None
+    except TimeoutError:
+        return None
+    finally:
+        sock.close(0)
+
+
+async def loop_lag(lags: list[float]) -> None:
+    """How late this process's own event loop wakes up (a client that cannot keep up would inflate
+    the measured ingest latency; this says by how much)."""
+    while True:
+        t0 = time.perf_counter()
+        await asyncio.sleep(0.01)
+        lags.append((time.perf_counter() - t0 - 0.01) * 1000)
+
+
+@dataclass
+class Sampler:
+    curve: list[dict[str, Any]] = field(default_factory=list)
+    queue: dict[str, Any] = field(default_factory=dict)  # the last compaction_queue stats seen
+
+    async def run(self, ctx: zmq.asyncio.Context, holder: dict[str, DaemonProcess], start: float) -> None:
+        last_cpu: tuple[float, float, float, float] | None = None  # (when, daemon, worker, client)
+        while True:
+            await asyncio.sleep(1.0)
+            daemon = holder["daemon"]
+            t = round(time.monotonic() - start, 1)
+            try:
+                rss, main, worker = proc_split(daemon.proc.pid)
+            except (OSError, ValueError, IndexError):
+                self.curve.append({"t": t, "rss_mb": None})
+                last_cpu = None
+                continue
+            now = time.monotonic()
+            client = time.process_time()
+            cpu_pct = worker_pct = client_pct = None
+            if last_cpu:
+                span = (now - last_cpu[0]) / 100
+                cpu_pct = round((main + worker - last_cpu[1] - last_cpu[2]) / span, 1)
+                worker_pct = round((worker - last_cpu[2]) / span, 1)
+                client_pct = round((client - last_cpu[3]) / span, 1)
+            last_cpu = (now, main, worker, client)
+            status = await ask_status(ctx, daemon.endpoint, 2.0, agents=False)
+            q = (status or {}).get("daemon", {}).get("compaction_queue") or {}
+            if q:
+                self.queue = q
+            self.curve.append(
+                {
+                    "t": t,
+                    "rss_mb": round(rss, 1),
+                    "cpu_pct": cpu_pct,  # the daemon and its digest worker
+                    "worker_cpu_pct": worker_pct,
+                    "client_cpu_pct": client_pct,  # this process: the 200 agents
+                    "loadavg": round(os.getloadavg()[0], 2),
+                    "queue_depth": q.get("depth"),
+                    "served": q.get("served"),
+                    "agents": (status or {}).get("daemon", {}).get("agents"),
+                    "mirrors_mb": _mb((status or {}).get("daemon", {}).get("mirror_bytes")),
+                }
+            )
