@@ -28,10 +28,11 @@ from dataclasses import dataclass, field, replace
 
 from summarizer import gist
 from summarizer.compress import binary_like, head_tail
-from summarizer.engine import EngineSettings, Generation, GenerationTimeout, LlamaEngine
+from summarizer.engine import EngineSettings, Generation, LlamaEngine
 from summarizer.gguf import ModelError
 from summarizer.items import Gist, Item
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
+from summarizer.logprobs import GenerationTimeout
 from summarizer.safety import redact
 
 __all__ = [

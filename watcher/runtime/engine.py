@@ -5,6 +5,8 @@ Used at startup (watcher.runtime.daemon) and on SIGHUP (watcher.runtime.reload).
 
 from __future__ import annotations
 
+from typing import cast
+
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.gguf import ModelError
 from summarizer.weights import normalize as normalize_weights
@@ -56,3 +58,29 @@ def weights_status(engine: LlamaEngine | None) -> dict[str, str] | None:
         "file": engine.loaded_path,
         "error": engine.weights_error,
     }
+
+
+def backend_for(cfg: Config, engine: LlamaEngine | None) -> LlamaEngine | None:
+    """What the Summarizer runs on: the local engine, or for ``model.backend = "openai"`` the remote
+    server with the local engine (if any) as its fallback (summarizer.remote)."""
+    m = cfg.model
+    if m.backend != "openai":
+        return engine
+    from summarizer.remote import RemoteEngine, RemoteSettings
+
+    remote = RemoteSettings(
+        m.url, m.model, m.api_key_file, m.connect_timeout_s, m.request_timeout_s, m.retries
+    )
+    settings = (
+        engine.settings
+        if engine
+        else EngineSettings("", m.n_ctx, max_tokens=m.max_tokens, timeout_s=m.timeout_s)
+    )
+    try:
+        backend = RemoteEngine(remote, engine, settings)
+    except ModelError as exc:  # the api key file is unreadable: say so, run on the local model
+        log.error("remote_backend_unavailable", url=m.url, error=str(exc))
+        return engine
+    # RemoteEngine implements every method the Summarizer calls (summarizer.backend.Backend); the cast
+    # goes when Summarizer's engine is typed as a Backend
+    return cast(LlamaEngine, backend)

@@ -248,7 +248,26 @@ ERRORS = [
     ("[agents]\nbot = 5\n", 2, "agents.bot", "must be a table, got integer"),
     ("agents = 5\n", 1, "agents", "must be a table, got integer"),
     ('[agents.""]\nbudget = 5000\n', 1, 'agents.""', "agent id must be 1-128 printable characters"),
+    ('[model]\nbackend = "vllm"\n', 2, "model.backend", "must be one of 'local', 'openai'"),
+    ('[model]\nurl = "ftp://box/v1"\n', 2, "model.url", "http[s]://HOST[:PORT][/PATH]"),
+    ('[model]\nurl = "http://box:99999/v1"\n', 2, "model.url", "http[s]://HOST[:PORT][/PATH]"),
+    ('[model]\nbackend = "openai"\n', 2, "model.backend", 'must be set when backend = "openai"'),
+    ('[model]\napi_key_file = "key"\n', 2, "model.api_key_file", "an absolute path"),
+    ("[model]\nretries = 11\n", 2, "model.retries", "in [0, 10]"),
+    ("[model]\nrequest_timeout_s = 0.0\n", 2, "model.request_timeout_s", "must be a number > 0"),
 ]
+
+
+def test_remote_backend_keys(tmp_path: Path) -> None:
+    text = '[model]\nbackend = "openai"\nurl = "http://127.0.0.1:8000/v1"\napi_key_file = "/etc/k"\n'
+    m = load(write(tmp_path, text)).model
+    assert (m.backend, m.url, m.api_key_file, m.retries) == (
+        "openai",
+        "http://127.0.0.1:8000/v1",
+        "/etc/k",
+        2,
+    )
+    assert load(write(tmp_path, "")).model.backend == "local"
 
 
 @pytest.mark.parametrize(("text", "line", "key", "fragment"), ERRORS)
