@@ -27,7 +27,7 @@ POLICIES: Final = ("auto", "manual", "off")
 PLANNERS: Final = ("optimistic", "recency")
 RELEVANCE_METHODS: Final = ("mentions", "bm25", "overlap", "none")  # as watcher.planning.relevance
 # what an agent may ask for in HELLO: the planners, plus the baselines replay compares
-# (watcher.serve.strategies)
+# (watcher.planning.policies)
 REQUESTABLE_PLANNERS: Final = (*PLANNERS, "reactive", "masking")
 SYNCHRONOUS: Final = ("off", "normal", "full", "extra")
 MAX_AGENT_ID_LEN: Final = 128  # as ipc.protocol.MAX_NAME_LEN

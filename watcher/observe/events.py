@@ -127,7 +127,7 @@ class EventPublisher:
         return f"{self.base}/{segment}/events/{kind}"
 
     def on_event(self, kind: str, agent: str | None, fields: Mapping[str, Any]) -> None:
-        """A :data:`watcher.serve.server.Listener`: publish the kinds in :data:`EVENT_KINDS`."""
+        """A :data:`watcher.serve.hub.Listener`: publish the kinds in :data:`EVENT_KINDS`."""
         if kind in EVENT_KINDS:
             self.publish(kind, agent, fields)
 

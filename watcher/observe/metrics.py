@@ -68,7 +68,7 @@ class Budget(Protocol):
 
 
 class AgentGauges(Protocol):
-    """What the per-agent series read from one agent (watcher.serve.agents.AgentState)."""
+    """What the per-agent series read from one agent (watcher.serve.session.Session)."""
 
     @property
     def agent(self) -> str: ...
@@ -145,7 +145,7 @@ class Metrics:
         PlatformCollector(registry=r)
 
     def on_event(self, kind: str, agent: str | None, fields: Mapping[str, Any]) -> None:
-        """A :data:`watcher.serve.server.Listener`: count what happened."""
+        """A :data:`watcher.serve.hub.Listener`: count what happened."""
         if kind == "proposal_sent":
             self.proposals.labels("sent").inc()
         elif kind == "proposal_applied":

@@ -28,7 +28,8 @@ look-ahead, minimal regions, groups, digests) with the score = recency only: the
 so it folds the oldest region that meets the need, as the vertical slice and agents' own
 ``/compact`` do. (Summing a recency score with the cache term instead would let the half-life, an
 arbitrary constant, decide between early and late cuts.) Other strategies (the replay baselines
-``reactive`` and ``masking``) live in watcher.serve.strategies.
+``reactive`` and ``masking``) live in watcher.planning.baselines; watcher.planning.policies puts
+all four behind one protocol.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ from watcher.store.store import Store, StoreError
 
 log = logs.get("compactd.daemon")
 
+FAREWELL_LINGER_MS = 500  # how long the closed socket may still send queued farewells (BYE)
+
 
 @dataclass(frozen=True)
 class Options:
@@ -91,7 +93,7 @@ class Daemon:
     async def _housekeeping(self) -> None:
         assert self.server is not None
         while True:
-            await asyncio.sleep(min(5.0, self.cfg.daemon.agent_timeout_s / 4))
+            await asyncio.sleep(min(5.0, self.cfg.daemon.agent_timeout_s / 4))  # a pacing timer
             self.server.expire(self.cfg.daemon.agent_timeout_s)
             self.server.store_housekeeping()
             self.notifier.status(self.status_line())
@@ -129,10 +131,10 @@ class Daemon:
                 raise StartupError(str(exc)) from exc
             self.sock = self._bind()
             summarizer = Summarizer(backend_for(self.cfg, self.engine), degraded_reason=model_error)
-            self.server = Server(self.sock, self.cfg, summarizer, store=self.store)
-            self.server.peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
-            self.server.status_extra["store"] = self.store.stats
-            self.server.status_extra["weights"] = lambda: weights_status(self.engine)
+            peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
+            self.server = Server(self.sock, self.cfg, summarizer, store=self.store, peer_info=peer_info)
+            self.server.add_status("store", self.store.stats)
+            self.server.add_status("weights", lambda: weights_status(self.engine))
             await self._start_observers(self.server)
             self._install_signals()
             log.info(
@@ -162,11 +164,12 @@ class Daemon:
     async def _shutdown(self) -> None:
         log.info("stopping")
         self.notifier.stopping()
+        linger_ms = 0
         if self.server is not None:
             await self.server.drain()  # step 1: stop compaction jobs
-            if self.server.agents:  # BYE {reason: shutdown}; a moment for the I/O thread to send it
+            if self.server.agents:  # BYE {reason: shutdown}: sent while the socket lingers (step 2)
                 self.server.farewell("shutdown")
-                await asyncio.sleep(0.05)
+                linger_ms = FAREWELL_LINGER_MS
         if self.events is not None:  # retained "offline", clean MQTT disconnect (bounded wait)
             await self.events.stop()
         if self.metrics_server is not None:
@@ -175,9 +178,9 @@ class Daemon:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         if self.listener is not None:  # step 2: close the socket, remove its file, release the lock
-            self.listener.close()
-        if self.ctx is not None:
-            self.ctx.term()
+            self.listener.close(linger_ms)
+        if self.ctx is not None:  # returns once the farewells are sent, or after the linger at most
+            await asyncio.to_thread(self.ctx.term)
         if self.engine is not None:  # step 3: close the model
             await asyncio.to_thread(self.engine.close)
         if self.store is not None:  # step 4: close the archive (everything in it is committed)
@@ -188,14 +191,17 @@ class Daemon:
     # --- metrics, events, reload --------------------------------------------------------------------
     async def _start_observers(self, server: Server) -> None:
         """Metrics and MQTT listen to the server's events; the exporter binds before READY=1."""
-        server.listeners.append(self._on_event)
-        server.status_extra["mqtt"] = lambda: self.events.status() if self.events else None
-        server.status_extra["metrics"] = lambda: self.metrics_server.address if self.metrics_server else None
-        server.status_extra["config"] = lambda: self.cfg.source or None
-        server.status_extra["reloads"] = lambda: {
-            "ok": self.reloader.reloads,
-            "failed": self.reloader.failures,
-        }
+        server.add_listener(self._on_event)
+        server.add_status("mqtt", lambda: self.events.status() if self.events else None)
+        server.add_status("metrics", lambda: self.metrics_server.address if self.metrics_server else None)
+        server.add_status("config", lambda: self.cfg.source or None)
+        server.add_status(
+            "reloads",
+            lambda: {
+                "ok": self.reloader.reloads,
+                "failed": self.reloader.failures,
+            },
+        )
         self.metrics = Metrics(server)
         if self.cfg.metrics.listen:
             host, port = parse_listen(self.cfg.metrics.listen)
@@ -245,23 +251,21 @@ class Daemon:
             log.error("background_task_failed", task=task.get_name(), error=f"{type(exc).__name__}: {exc}")
 
     def apply_config(self, new: Config, engine: LlamaEngine | None) -> None:
-        """Swap in a validated configuration (watcher.runtime.reload); synchronous, so it is atomic."""
+        """Swap in a validated configuration (watcher.runtime.reload); synchronous, so it is atomic.
+        The server takes it through its one door (Server.apply_config)."""
         old, self.cfg = self.cfg, new
         assert self.server is not None
-        self.server.cfg = new
-        if engine is not self.engine:
-            retired, self.engine = self.engine, engine
-            self.server.summarizer = Summarizer(backend_for(new, engine))
-            self.server.check_degraded()
-            if engine is not None:
-                self._spawn(self.server.summarizer.warm(), "model-warm")
-            if retired is not None:
-                self._spawn(retire_engine(retired, set(self.server.tasks)), "engine-retire")
         if (old.daemon.log_level, old.daemon.log_format) != (new.daemon.log_level, new.daemon.log_format):
             logs.configure(new.daemon.log_level, new.daemon.log_format)
+        retired, summarizer = None, None
+        if engine is not self.engine:
+            retired, self.engine = self.engine, engine
+            summarizer = Summarizer(backend_for(new, engine))
+        self.server.apply_config(new, summarizer)
+        if summarizer is not None:
+            if engine is not None:
+                self._spawn(summarizer.warm(), "model-warm")
+            if retired is not None:
+                self._spawn(retire_engine(retired, set(self.server.tasks)), "engine-retire")
         if old.mqtt != new.mqtt:
             self._set_events(new)
-        store = getattr(self.server, "store", None)  # watcher.store.retention reads these when it enforces
-        if store is not None and old.store != new.store:
-            store.retention.days = new.store.retention_days
-            store.retention.max_archive_mb = new.store.max_archive_mb

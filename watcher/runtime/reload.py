@@ -33,10 +33,8 @@ from watcher.config.settings import (
     ConfigError,
     changed_keys,
     diff_restart_required,
-    resolve_agent,
 )
 from watcher.observe import logs
-from watcher.planning.planner import Watermarks
 from watcher.runtime.engine import StartupError, load_engine
 from watcher.runtime.paths import default_model_path
 from watcher.runtime.sdnotify import Notifier
@@ -141,48 +139,12 @@ class Reloader:
                     return False
                 log.error("model_unavailable", error=str(exc))  # still broken: stay degraded
         # --- the swap: no await from here on --------------------------------------------------------
-        d.apply_config(new, engine)
-        self._resolve_agents(new)
+        d.apply_config(new, engine)  # and the settings of attached agents (Server.apply_config)
         listener = d.listener  # CURVE: re-read the allowed client keys
         if listener is not None and (keys := listener.reload_keys()) is not None:
             log.info("curve_keys_reloaded", allowed_keys=keys)
         log.info("reloaded", source=new.source or "defaults", changed=changed)
         return True
-
-    def _resolve_agents(self, cfg: Config) -> None:
-        """Attached agents that an ``[agents.<id>]`` table names get its budget, reserve, policy and
-        planner now; what the table does not set keeps its running value."""
-        server = self.daemon.server
-        if server is None:
-            return
-        for state in server.agents.values():
-            override = cfg.agents.get(state.agent)
-            if override is None:
-                continue
-            try:
-                eff = resolve_agent(
-                    cfg,
-                    state.agent,
-                    requested_budget=state.marks.budget,
-                    requested_reserve=state.marks.reserve,
-                    requested_policy=state.policy,
-                )
-            except ValueError as exc:
-                log.warning("agent_settings_kept", agent=state.agent, error=str(exc))
-                continue
-            marks = Watermarks(eff.budget, eff.reserve, eff.low_watermark)
-            planner = override.planner or state.planner
-            if marks != state.marks or eff.policy != state.policy or planner != state.planner:
-                log.info(
-                    "agent_settings_changed",
-                    agent=state.agent,
-                    budget=eff.budget,
-                    reserve=eff.reserve,
-                    policy=eff.policy,
-                    planner=planner,
-                )
-                state.marks, state.policy, state.planner = marks, eff.policy, planner
-                state.stuck_tokens = 0
 
 
 async def reload_engine(server: Server | None, cfg: Config, keys: frozenset[str]) -> LlamaEngine | None:

@@ -92,8 +92,15 @@ class Notifier:
 
         Returns True if the datagram was sent; False if the notifier is disabled, a key is
         not an upper-case identifier, the datagram is too long, or the send failed. Never
-        raises. Line breaks inside a value are replaced by spaces.
+        raises. Line breaks inside a value are replaced by spaces. Waits at most
+        :data:`SEND_TIMEOUT_S` when the receiver's queue is full.
         """
+        return self._notify(fields, block=True)
+
+    def _notify(self, fields: dict[str, str | int], *, block: bool) -> bool:
+        """:meth:`notify`; ``block`` False: never wait, drop the datagram if the queue is full (the
+        periodic STATUS and WATCHDOG from the serving loop, which must not stall on a receiver
+        that does not read)."""
         addr = self._sockaddr
         if addr is None or not fields:
             return False
@@ -105,9 +112,8 @@ class Notifier:
         try:
             with self._lock:
                 if self._sock is None:
-                    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-                    sock.settimeout(SEND_TIMEOUT_S)
-                    self._sock = sock
+                    self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                self._sock.settimeout(SEND_TIMEOUT_S if block else 0.0)  # 0: non-blocking
                 self._sock.sendto(data, addr)
         except (OSError, ValueError):  # ValueError: e.g. a NUL byte in a path
             return False
@@ -121,8 +127,9 @@ class Notifier:
             self.notify(READY=1)
 
     def status(self, text: str) -> None:
-        """A one-line status shown by ``systemctl status``."""
-        self.notify(STATUS=_clip(text))
+        """A one-line status shown by ``systemctl status``; dropped rather than waited for when the
+        receiver's queue is full (the next one replaces it anyway)."""
+        self._notify({"STATUS": _clip(text)}, block=False)
 
     def reloading(self) -> None:
         """A reload started; send :meth:`ready` when it is done.
@@ -138,8 +145,9 @@ class Notifier:
         self.notify(STOPPING=1)
 
     def watchdog(self) -> None:
-        """Keep-alive ping for ``WatchdogSec=``."""
-        self.notify(WATCHDOG=1)
+        """Keep-alive ping for ``WatchdogSec=``; never waits (a ping that cannot be queued now
+        would not help by stalling the loop it vouches for)."""
+        self._notify({"WATCHDOG": 1}, block=False)
 
     def extend_timeout(self, seconds: float) -> None:
         """Ask for ``seconds`` more from now before the start/stop/reload timeout fires."""

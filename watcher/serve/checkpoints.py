@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ipc.protocol import CheckpointRequest, E, ProtocolError, RestoreRequest, T
-from watcher.serve.agents import AgentState
 from watcher.serve.recall import check_claim, page_bytes, sections_page
+from watcher.serve.session import Session
 from watcher.store.crashpoints import crashpoint
 from watcher.store.store import Store, StoreError
 
@@ -29,7 +29,7 @@ DEFAULT_PAGE: Final = 1000
 
 
 def checkpoint(
-    store: Store, state: AgentState, req: CheckpointRequest, ref: int | None, max_frame: int
+    store: Store, state: Session, req: CheckpointRequest, ref: int | None, max_frame: int
 ) -> dict[str, Any]:
     """The CHECKPOINTED reply for one CHECKPOINT op."""
     check_claim(req.agent, state.agent, "CHECKPOINT", ref)
@@ -87,7 +87,7 @@ def checkpoint(
 
 def restore(
     store: Store,
-    state: AgentState,
+    state: Session,
     req: RestoreRequest,
     ref: int | None,
     max_frame: int,

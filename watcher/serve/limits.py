@@ -16,7 +16,7 @@ from typing import Protocol
 from ipc.context import Context
 from ipc.protocol import E, Op, ProtocolError
 from ipc.sections import Section
-from watcher.serve.agents import AgentState
+from watcher.serve.session import Session
 
 
 class LimitConfig(Protocol):  # the [daemon] keys read here (watcher.config.settings.DaemonConfig)
@@ -50,12 +50,12 @@ def mirror_bytes(ctx: Context) -> int:
     return sections_bytes(ctx)
 
 
-def held_bytes(a: AgentState) -> int:
+def held_bytes(a: Session) -> int:
     """What one agent makes the daemon hold: its mirror and a multi-part SNAPSHOT being staged."""
     return a.nbytes + (a.staged.nbytes if a.staged is not None else 0)
 
 
-def total_bytes(agents: Iterable[AgentState]) -> int:
+def total_bytes(agents: Iterable[Session]) -> int:
     return sum(held_bytes(a) for a in agents)
 
 
@@ -70,13 +70,13 @@ class Meter:
         self._total = 0
         self._at = float("-inf")
 
-    def total(self, agents: Iterable[AgentState]) -> int:
+    def total(self, agents: Iterable[Session]) -> int:
         now = time.monotonic()
         if now - self._at >= self.RECOUNT_S:
             self._total, self._at = total_bytes(agents), now
         return self._total
 
-    def set(self, state: AgentState, nbytes: int) -> None:
+    def set(self, state: Session, nbytes: int) -> None:
         """``state.nbytes = nbytes``, keeping the total in step."""
         self._total += nbytes - state.nbytes
         state.nbytes = nbytes
@@ -154,9 +154,7 @@ def delta_effect(ctx: Context, ops: Sequence[Op]) -> tuple[int, int]:
     return dn, db
 
 
-def check_delta(
-    cfg: LimitConfig, state: AgentState, ops: Sequence[Op], all_bytes: int, ref: int | None
-) -> int:
+def check_delta(cfg: LimitConfig, state: Session, ops: Sequence[Op], all_bytes: int, ref: int | None) -> int:
     """Check a DELTA before it is applied; returns the agent's byte count once it is."""
     dn, db = delta_effect(state.ctx, ops)
     if dn <= 0 and db <= 0:

@@ -28,7 +28,7 @@ from ipc.protocol import Proposal
 from ipc.sections import Section
 from watcher.config.settings import StoreConfig
 from watcher.observe import logs
-from watcher.serve.agents import AgentState, Pending
+from watcher.serve.session import Pending, Session
 from watcher.store.store import DB_NAME, Store, StoredProposal, TransitionError
 
 log = logs.get("compactd.store")
@@ -90,7 +90,7 @@ def applicable(ctx: Context, p: Proposal, originals: dict[str, Section]) -> bool
     return not any(s.id in ctx and s.id not in replaced for s in p.digest)
 
 
-def reconcile(store: Store, state: AgentState) -> Reconciled:
+def reconcile(store: Store, state: Session) -> Reconciled:
     """Settle ``state``'s open proposals (of its session) against ``state.ctx``; fills
     ``state.pending`` with the re-offered ones (the caller sends them)."""
     out = Reconciled()

@@ -14,9 +14,12 @@ mirror as it is then.
 
 Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
 
-* the model lane holds at most one job; a job gets it (``pick`` returns the real summarizer) only
-  while the lane is free and at most :data:`MODEL_MAX_WAITING` agents wait, so the model writes
-  gists when there is time and never makes a queue of agents wait for it;
+* the model lane holds at most one job; a job gets it only while the lane is free and at most
+  :data:`MODEL_MAX_WAITING` agents wait, so the model writes gists when there is time and never
+  makes a queue of agents wait for it. The lane is chosen when the job starts, before its first
+  await (no loop turn decides it); the job then asks ``pick`` for its summarizer (the real one in
+  the model lane), or gives the lane back (``deterministic``) when a model digest would come
+  too late;
 * every other job digests deterministically, with the same token counting, in a worker process
   (watcher.serve.digestpool: the event loop keeps serving frames meanwhile), beside the job in the
   model lane; :data:`DETERMINISTIC_LANES` of them at once, so that one plans on the loop while
@@ -45,14 +48,18 @@ DETERMINISTIC_LANES = 2  # jobs at once besides the model's: one plans on the lo
 
 
 class FairScheduler:
-    def __init__(self, track: set[asyncio.Task[None]] | None = None) -> None:
+    def __init__(
+        self, track: set[asyncio.Task[None]] | None = None, has_model: Callable[[], bool] = lambda: True
+    ) -> None:
         """``track``: a set that holds each job's task while it runs (the server's ``tasks``, which
-        shutdown cancels and an engine swap waits for)."""
+        shutdown cancels and an engine swap waits for); ``has_model``: is there a model lane at all
+        (a daemon without a model gives every job a deterministic lane)."""
         self.track = track if track is not None else set()
+        self._has_model = has_model
         self._ring: deque[str] = deque()
         self._jobs: dict[str, tuple[Job, float]] = {}  # key -> (latest job, when it joined the ring)
         self._wake = asyncio.Event()
-        self._changed = asyncio.Event()  # a job ended or took the model lane
+        self._changed = asyncio.Event()  # a job ended
         self._worker: asyncio.Task[None] | None = None
         self._running: dict[asyncio.Task[None], str] = {}
         self._deferred: dict[str, Job] = {}  # submitted while the same agent's job was running
@@ -95,17 +102,25 @@ class FairScheduler:
             self._worker = asyncio.create_task(self._work(), name="compaction-scheduler")
 
     def pick(self, summarizer: Summarizer) -> Summarizer:
-        """The summarizer for the job starting now (call it from the job, before its first await):
-        ``summarizer`` itself if the model lane is free and the queue is short, else a deterministic
-        one whose digests run in the worker process."""
-        task = asyncio.current_task()
+        """The summarizer for the job running now: ``summarizer`` itself if the job was given the
+        model lane when it started, else a deterministic one whose digests run in the worker
+        process (and the lane, if it held it, goes back: a daemon whose model is gone)."""
         if summarizer.engine is not None:
-            if self._model is None and task in self._running and self.depth <= MODEL_MAX_WAITING:
-                self._model = task
+            if self.holds_model():
                 self.model_jobs += 1
-                self._changed.set()
                 return summarizer
             self.model_skipped += 1
+        return self.deterministic(summarizer)
+
+    def holds_model(self) -> bool:
+        """Does the job running now hold the model lane?"""
+        return self._model is not None and asyncio.current_task() is self._model
+
+    def deterministic(self, summarizer: Summarizer) -> Summarizer:
+        """A deterministic summarizer for the job running now; it gives back the model lane if it
+        held it (its digest must be ready sooner than the model's would be)."""
+        if self.holds_model():
+            self._model = None
         return self.pool.summarizer(summarizer)
 
     def discard(self, key: str) -> bool:
@@ -142,7 +157,8 @@ class FairScheduler:
             self._running[task] = key
             self.track.add(task)
             task.add_done_callback(self._ended)
-            await asyncio.sleep(0)  # the job starts and picks its lane before the next decision
+            if self._model is None and self.depth <= MODEL_MAX_WAITING and self._has_model():
+                self._model = task  # its lane is chosen now, before the job's first await
 
     async def _run(self, key: str, job: Job) -> None:
         try:

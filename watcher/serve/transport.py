@@ -277,8 +277,10 @@ class Listener:
         """Re-read the allowed client keys (on SIGHUP); None when CURVE is not in use."""
         return self.allowed.reload() if self.allowed is not None else None
 
-    def close(self) -> None:
-        self.sock.close(0)
+    def close(self, linger_ms: int = 0) -> None:
+        """Close the socket; what it still has queued is sent for at most ``linger_ms`` (the
+        context's term waits for it), then dropped."""
+        self.sock.close(linger_ms)
         if self.auth is not None:
             self.auth.stop()
             self.auth = None

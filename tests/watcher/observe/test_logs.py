@@ -18,12 +18,11 @@ from typing import Any
 
 import pytest
 import structlog
-import zmq
-import zmq.asyncio
 
 from ipc.client import AgentLink
 from ipc.sections import Section
 from summarizer.digest import Summarizer
+from tests.fixtures.server import serving
 from watcher.config.settings import Config
 from watcher.observe import logs
 from watcher.serve.server import Server
@@ -51,20 +50,15 @@ def lines(buf: io.StringIO) -> list[dict[str, Any]]:
 
 async def test_agent_id_is_bound_to_everything_a_frame_causes(tmp_path: Path, captured: io.StringIO) -> None:
     """A listener that fails is logged (with the agent, from the frame's context) and serving goes on."""
-    ctx = zmq.asyncio.Context()
-    sock = ctx.socket(zmq.ROUTER)
-    endpoint = f"ipc://{tmp_path}/l.sock"
-    sock.bind(endpoint)
-    server = Server(sock, Config(), Summarizer(None))
 
     def broken(kind: str, agent: str | None, fields: dict[str, Any]) -> None:
         raise RuntimeError(f"listener bug on {kind}")
 
-    server.listeners.append(broken)
-    stop = asyncio.Event()
-    task = asyncio.create_task(server.run(stop))
-    try:
-        async with AgentLink(endpoint, agent="ctx-agent", budget=3000, reserve=0.2, zmq_context=ctx) as link:
+    async with serving(tmp_path, lambda sock: Server(sock, Config(), Summarizer(None))) as s:
+        s.server.add_listener(broken)
+        async with AgentLink(
+            s.endpoint, agent="ctx-agent", budget=3000, reserve=0.2, zmq_context=s.ctx
+        ) as link:
             for i in range(200):
                 text = "".join(f"row {i}.{j}: value={i * 31 + j}\n" for j in range(12))
                 await link.append(Section(f"s{i}", "tool_result", text), wait=True)
@@ -73,12 +67,6 @@ async def test_agent_id_is_bound_to_everything_a_frame_causes(tmp_path: Path, ca
             p = await asyncio.wait_for(link.proposals.get(), 10)
             assert await link.apply(p)
             assert (await link.status())["agents"][0]["compactions"] == 1  # serving went on
-    finally:
-        stop.set()
-        await task
-        await server.drain()
-        sock.close(0)
-        ctx.term()
     failed = [e for e in lines(captured) if e["event"] == "listener_failed"]
     assert {e["kind"] for e in failed} >= {"proposal_sent", "proposal_applied"}
     assert all(e["agent"] == "ctx-agent" for e in failed)  # bound by the server, not passed by the call

@@ -26,8 +26,8 @@ from watcher.config.settings import Config
 from watcher.eval.harness import DaemonProcess
 from watcher.observe.metrics import MAX_AGENT_SERIES, Metrics
 from watcher.planning.planner import Watermarks
-from watcher.serve.agents import AgentState
 from watcher.serve.server import Server
+from watcher.serve.session import Session
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -209,7 +209,7 @@ async def test_per_agent_series_are_bounded(tmp_path: Path) -> None:
         server = Server(sock, Config(), Summarizer(None))
         n = MAX_AGENT_SERIES + 25
         for i in range(n):
-            state = AgentState(f"agent-{i:03d}", "s", f"peer{i}".encode(), Watermarks(10_000, 0.2, 0.6))
+            state = Session(f"agent-{i:03d}", "s", f"peer{i}".encode(), Watermarks(10_000, 0.2, 0.6))
             state.ctx.reset([Section("a", "user", "x", tokens=10 * i + 1)], 1)
             server.agents[state.agent] = state
         text = Metrics(server).render()[0].decode()

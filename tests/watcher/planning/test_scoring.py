@@ -25,7 +25,7 @@ from watcher.planning.identifiers import identifiers, terms
 from watcher.planning.planner import Watermarks
 from watcher.planning.relevance import RELEVANCE_METHODS, MentionModel, goal_indices
 from watcher.planning.scoring import ScoreParams, Scorer, Valuation, score_params, turn_ages
-from watcher.serve.agents import AgentState, prepare_plan
+from watcher.serve.session import Session, prepare_plan
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +259,7 @@ def test_prepared_features_are_used_and_plans_unchanged(sympy: Trajectory) -> No
 
 async def test_features_are_prepared_a_slice_at_a_time_between_turns_of_the_loop(sympy: Trajectory) -> None:
     secs = [s for turn in sympy.turns[:20] for s in turn]
-    state = AgentState("a", "s", b"peer", Watermarks(32000, 0.15, 0.6), ctx=Context(secs))
+    state = Session("a", "s", b"peer", Watermarks(32000, 0.15, 0.6), ctx=Context(secs))
     turns = 0
 
     async def count_turns() -> None:

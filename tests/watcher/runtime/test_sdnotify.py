@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.daemon import wait_until
-from watcher.runtime.sdnotify import MAX_DATAGRAM, Notifier, watchdog_interval, watchdog_loop
+from watcher.runtime.sdnotify import (
+    MAX_DATAGRAM,
+    SEND_TIMEOUT_S,
+    Notifier,
+    watchdog_interval,
+    watchdog_loop,
+)
 
 # sockaddr_un.sun_path is 108 bytes including the NUL.
 MAX_SUN_PATH = 107
@@ -73,6 +79,25 @@ def test_ready(notifier: Notifier, systemd: socket.socket) -> None:
     assert _recv(systemd) == "READY=1"
     notifier.ready("model loaded, 3 agents")
     assert _recv(systemd) == "READY=1\nSTATUS=model loaded, 3 agents"
+
+
+def test_a_receiver_that_does_not_read_never_stalls_status_or_watchdog(
+    notifier: Notifier, systemd: socket.socket
+) -> None:
+    """STATUS and WATCHDOG are sent from the daemon's serving loop: with the receiver's queue full
+    they are dropped at once (not waited for, SEND_TIMEOUT_S each); state changes still wait."""
+    queued = 0
+    while notifier.notify(STATUS=f"filler {queued}"):  # until the queue is full (net.unix.max_dgram_qlen)
+        queued += 1
+        assert queued < 10_000
+    t0 = time.monotonic()
+    for _ in range(5):
+        notifier.status("still serving")
+        notifier.watchdog()
+    assert time.monotonic() - t0 < SEND_TIMEOUT_S / 2, "dropped, not waited for"
+    assert len(_drain(systemd)) == queued  # only the fillers: the rest were dropped
+    notifier.status("read again")
+    assert _recv(systemd) == "STATUS=read again"
 
 
 def test_status(notifier: Notifier, systemd: socket.socket) -> None:

@@ -201,3 +201,48 @@ async def test_the_model_lane_holds_one_job_and_only_while_the_queue_is_short(mo
         await sched.close()
     finally:
         engine.close()
+
+
+async def test_the_lane_is_chosen_when_the_job_starts_before_its_first_await() -> None:
+    """The model lane goes to the first job as it starts (no loop turn decides it), not to
+    whichever job asks first; a job that gives it back (its digest must be sooner) frees it."""
+    sched = FairScheduler()
+    lanes: dict[str, bool] = {}  # job -> did it hold the model lane before its first await?
+    started = {k: asyncio.Event() for k in ("a", "b", "c")}
+    gate = asyncio.Event()
+
+    def job(key: str, give_back: bool = False) -> Job:
+        async def run() -> None:
+            lanes[key] = sched.holds_model()
+            if give_back:
+                sched.deterministic(Summarizer(None))
+            started[key].set()
+            await gate.wait()
+
+        return run
+
+    sched.submit("a", job("a", give_back=True))
+    sched.submit("b", job("b"))
+    await asyncio.wait_for(asyncio.gather(started["a"].wait(), started["b"].wait()), 5)
+    assert lanes == {"a": True, "b": False}, "the first job got the lane when it started; b did not"
+    assert not sched.stats()["model_busy"], "a gave it back"
+    sched.submit("c", job("c"))
+    gate.set()
+    await asyncio.wait_for(started["c"].wait(), 5)
+    assert lanes["c"] is True, "the free lane goes to the next job that starts"
+    await sched.close()
+
+
+async def test_without_a_model_no_job_holds_the_model_lane() -> None:
+    sched = FairScheduler(has_model=lambda: False)
+    held: list[bool] = []
+    done = asyncio.Event()
+
+    async def run() -> None:
+        held.append(sched.holds_model())
+        done.set()
+
+    sched.submit("a", run)
+    await asyncio.wait_for(done.wait(), 5)
+    assert held == [False] and sched.model_jobs == 0
+    await sched.close()

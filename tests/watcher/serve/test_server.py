@@ -10,8 +10,8 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import zmq
 import zmq.asyncio
@@ -21,25 +21,35 @@ from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Summarizer
 from tests.fixtures.daemon import wait_until
-from watcher.config.settings import Config
-from watcher.serve.agents import AgentState
-from watcher.serve.server import SWITCH_INTERVAL_S, Server, _unchanged, gc_pacer
+from tests.fixtures.server import serving
+from watcher.config.settings import AgentOverride, Config
+from watcher.planning.planner import Watermarks
+from watcher.planning.policies import PlanInputs, Planned, Policy, policy_for
+from watcher.serve.housekeeping import SWITCH_INTERVAL_S, gc_pacer
+from watcher.serve.jobs import unchanged
+from watcher.serve.server import Server
 from watcher.store.store import DB_NAME, Store
 
 
-class GatedServer(Server):
-    """Its first plan waits (in its thread) until the test opens the gate."""
+class Gated:
+    """The optimistic policy, but its first plan waits (in its thread) until the test opens the gate."""
 
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
+    def __init__(self) -> None:
+        self.inner = policy_for("optimistic")
         self.gate = threading.Event()
+        self.started = threading.Event()  # the first plan began
         self.calls: list[tuple[int, bool]] = []  # (sections planned on, on the loop's thread?)
+        self.name, self.plans_ahead, self.needs_features = "optimistic", True, True
 
-    def _plan_on(self, state: AgentState, sections: list[Section], growth: int) -> Any:
+    def trigger(self, marks: Watermarks, growth: int) -> int:
+        return self.inner.trigger(marks, growth)
+
+    def plan(self, sections: Sequence[Section], marks: Watermarks, inputs: PlanInputs) -> Planned | None:
         self.calls.append((len(sections), threading.current_thread() is threading.main_thread()))
+        self.started.set()
         if len(self.calls) == 1:
             self.gate.wait(10)
-        return super()._plan_on(state, sections, growth)
+        return self.inner.plan(sections, marks, inputs)
 
 
 def output(i: int) -> Section:
@@ -54,7 +64,8 @@ async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planne
     endpoint = f"ipc://{tmp_path}/s.sock"
     sock.bind(endpoint)
     store = Store.open(tmp_path / DB_NAME)
-    server = GatedServer(sock, Config(), Summarizer(None), store=store)
+    gated = Gated()
+    server = Server(sock, Config(), Summarizer(None), store=store, policies=lambda name: gated)
     stop = asyncio.Event()
     switch = sys.getswitchinterval()
     task = asyncio.create_task(server.run(stop))
@@ -62,26 +73,28 @@ async def test_the_loop_serves_while_a_plan_is_made_and_a_moved_mirror_is_planne
         async with AgentLink(endpoint, agent="gated", budget=3000, reserve=0.2, zmq_context=ctx) as link:
             assert sys.getswitchinterval() <= SWITCH_INTERVAL_S
             i = 0
-            while not server.calls:  # until the compaction job has started planning
+            while not gated.calls:  # until the compaction job has started planning
                 i += 1
                 assert i < 200, "no plan was started"
                 await link.append(output(i), wait=True)
-                await asyncio.sleep(0.05)
+                await asyncio.to_thread(
+                    gated.started.wait, 0.05
+                )  # the first plan's start, or the next section
             t0 = time.monotonic()
             await link.append(output(i + 1), wait=True)  # while the plan is held in its thread
             assert time.monotonic() - t0 < 2.0
-            assert len(server.calls) == 1
+            assert len(gated.calls) == 1
             version = link.context.version
-            server.gate.set()
+            gated.gate.set()
             p = await asyncio.wait_for(link.proposals.get(), 15)
             # planned again, on the mirror with the new section, in a thread
-            assert len(server.calls) >= 2 and server.calls[1][0] == server.calls[0][0] + 1
-            assert not any(on_loop for _, on_loop in server.calls)
+            assert len(gated.calls) >= 2 and gated.calls[1][0] == gated.calls[0][0] + 1
+            assert not any(on_loop for _, on_loop in gated.calls)
             assert p.base == version
             assert await link.apply(p)
             assert p.archive and store.archive.entry("gated", p.archive[0]) is not None  # archived first
     finally:
-        server.gate.set()
+        gated.gate.set()
         stop.set()
         await task
         await server.drain()
@@ -95,10 +108,10 @@ def test_unchanged_means_the_same_section_objects_in_order() -> None:
     a, b = Section("a", "user", "x", tokens=1), Section("b", "user", "y", tokens=1)
     ctx = Context([a, b], 2)
     snap = list(ctx)
-    assert _unchanged(snap, ctx)
-    assert not _unchanged(snap[:1], ctx)
+    assert unchanged(snap, ctx)
+    assert not unchanged(snap[:1], ctx)
     ctx.reset([a, Section("b", "user", "y", tokens=1)], 2)  # equal, but not the same: a new mirror
-    assert not _unchanged(snap, ctx)
+    assert not unchanged(snap, ctx)
 
 
 class Node:
@@ -122,3 +135,32 @@ async def test_gc_pacer_keeps_survivors_out_of_collections_until_the_full_one() 
         pacer.cancel()
         await asyncio.gather(pacer, return_exceptions=True)
     assert gc.get_freeze_count() == 0  # everything handed back when it stops
+
+
+async def test_a_session_gets_its_policy_once_at_hello_and_only_a_reload_replaces_it(tmp_path: Path) -> None:
+    chosen: list[str] = []
+
+    def policies(name: str) -> Policy:
+        chosen.append(name)
+        return policy_for(name)
+
+    def make(sock: zmq.asyncio.Socket) -> Server:
+        return Server(sock, Config(), Summarizer(None), policies=policies)
+
+    async with serving(tmp_path, make) as served:
+        server = served.server
+        async with AgentLink(
+            served.endpoint, agent="p", budget=3000, planner="masking", zmq_context=served.ctx
+        ) as link:
+            assert link.welcome["planner"] == "masking"
+            for i in range(1, 60):  # past the high watermark: the masking policy proposes
+                await link.append(output(i), wait=True)
+                if not link.proposals.empty():
+                    break
+            p = await asyncio.wait_for(link.proposals.get(), 15)
+            assert any(s.meta.get("masked") == "1" for s in p.digest), "masked by the session's policy"
+            assert chosen == ["masking"], "chosen once, at HELLO, not per job"
+            server.apply_config(Config(agents={"p": AgentOverride(planner="recency")}))
+            assert chosen == ["masking", "recency"]
+            assert (await link.status())["agents"][0]["planner"] == "recency"
+            assert server.cfg.agents["p"].planner == "recency"

@@ -1,4 +1,9 @@
-"""Per-agent state in the daemon: the mirror of its context, its proposals and its archive."""
+"""One session per attached agent: its mirror, its policy, its pending proposals, its job.
+
+The server (watcher.serve.server) routes each frame to the agent's session; the handlers
+(watcher.serve.sync, acks, jobs, attach) change it. A session's policy (watcher.planning.policies) is
+chosen once, at HELLO, and changes only when a reload changes the agent's settings
+(:meth:`Session.apply_settings`)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from ipc.protocol import Proposal
 from ipc.sections import Section
 from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks
+from watcher.planning.policies import Policy, policy_for
 from watcher.planning.scoring import Scorer
 
 PREPARE_SLICE_S = 0.002  # features computed per turn of the event loop before a plan (prepare_plan)
@@ -55,13 +61,13 @@ class LocalIds:
 
 
 @dataclass
-class AgentState:
+class Session:
     agent: str
     session: str
     peer: bytes
     marks: Watermarks
-    policy: str = "auto"
-    planner: str = "optimistic"  # strategy: watcher.planning.planner, or a watcher.serve.strategies baseline
+    policy: str = "auto"  # auto | manual | off: does the daemon compact on its own?
+    planner: Policy = field(default_factory=lambda: policy_for("optimistic"))  # when and what to compact
     ctx: Context = field(default_factory=Context)
     nbytes: int = 0  # bytes of the mirror's sections, kept by the server (watcher.serve.limits)
     synced: bool = True  # False after a RESYNC request, until the next SNAPSHOT
@@ -76,7 +82,7 @@ class AgentState:
     last_seen: float = field(default_factory=time.monotonic)
     stuck_reported: bool = False
     stuck_tokens: int = 0  # usage when compaction last found nothing to fold
-    headroom_alert: bool = False  # a headroom_alert event is outstanding (server._headroom)
+    headroom_alert: bool = False  # a headroom_alert event is outstanding (watcher.serve.jobs)
     compactions: int = 0
     tokens_saved: int = 0
     nacks: int = 0
@@ -103,7 +109,7 @@ class AgentState:
             "usage": round(self.usage, 4),
             "headroom": round(1.0 - self.usage, 4),
             "policy": self.policy,
-            "planner": self.planner,
+            "planner": self.planner.name,
             "pending_proposals": len(self.pending),
             "compacting": self.job_running,
             "compactions": self.compactions,
@@ -116,13 +122,28 @@ class AgentState:
             "lookahead": self.lookahead.snapshot(),
         }
 
+    def count_applied(self, p: Proposal) -> None:
+        """The agent applied ``p`` (an ACK, or one the store found applied after a lost ACK)."""
+        self.compactions += 1
+        self.tokens_saved += p.tokens_before - p.tokens_after
+        self.invalidated_tokens += p.invalidated_prefix_tokens
+
+    def apply_settings(self, marks: Watermarks, policy: str, planner: Policy) -> bool:
+        """New budget, reserve, policy or planner (a reload); True if anything changed. The mirror,
+        the archive and the pending proposals stay."""
+        if (marks, policy, planner.name) == (self.marks, self.policy, self.planner.name):
+            return False
+        self.marks, self.policy, self.planner = marks, policy, planner
+        self.stuck_tokens = 0
+        return True
+
 
 def archived_sections(archive: MutableMapping[str, tuple[Section, ...]]) -> int:
     count = getattr(archive, "section_count", None)  # a store view counts in SQL
     return int(count()) if callable(count) else sum(len(v) for v in archive.values())
 
 
-async def prepare_plan(state: AgentState, slice_s: float = PREPARE_SLICE_S) -> None:
+async def prepare_plan(state: Session, slice_s: float = PREPARE_SLICE_S) -> None:
     """Compute the scoring features of the sections the agent's scorer has not seen, a slice of
     about ``slice_s`` at a time, yielding to the event loop between slices: a fresh 100-section
     context costs ~10 ms of features, which would otherwise hold up every agent's deltas in one

@@ -1,7 +1,7 @@
-"""The baselines compactd is measured against: `reactive` and `masking` compaction strategies.
+"""The baselines compactd is measured against: which sections `reactive` and `masking` fold.
 
 They run inside the real daemon, through the same mirror, archive and proposal path as the
-product's planner, so a replay compares policies and nothing else.
+product's planner (watcher.planning.policies), so a replay compares policies and nothing else.
 
 * ``reactive`` -- how Claude Code and Codex compact: nothing happens until the agent's next LLM
   call would not fit (usage above the budget); then the agent waits while the oldest non-anchor
@@ -12,19 +12,16 @@ product's planner, so a replay compares policies and nothing else.
   compactd it is triggered at the high watermark (the paper masks on every turn, which would bust
   the agent's prompt cache on every turn); the originals are archived and recallable.
 
-A strategy has three parts the server calls: ``trigger`` (the usage at which it acts), ``plan``
-(pure: which sections) and ``build`` (the proposal; archives the originals first).
+Only the pure choice lives here; the proposals are built in watcher.serve.compactor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
-from ipc.protocol import Proposal
 from ipc.sections import Section
-from summarizer.digest import Summarizer
 from watcher.planning.planner import (
     MIN_REGION_TOKENS,
     Plan,
@@ -34,10 +31,7 @@ from watcher.planning.planner import (
     fresh_start,
     oversize_limit,
 )
-from watcher.serve.agents import AgentState, Pending
-from watcher.serve.compactor import archive_first, build_proposal, forget
 
-NAMES: Final = ("reactive", "masking")
 MASK_KEEP_TURNS: Final = 10  # the paper's window: the last 10 turns keep their observations
 MASKABLE_KINDS: Final = frozenset({"tool_result"})
 MASK_MIN_TOKENS: Final = 24  # a placeholder is ~20 tokens: masking a smaller output saves nothing
@@ -51,23 +45,6 @@ class MaskPlan:
     masked: tuple[str, ...]  # the tool outputs inside it that are masked
     tokens: int  # tokens of the masked outputs
     invalidated_prefix_tokens: int
-
-
-Planned = Plan | MaskPlan
-Build = Callable[[AgentState, Planned, Summarizer], Awaitable[Pending | None]]
-
-
-@dataclass(frozen=True)
-class Strategy:
-    name: str
-    trigger: Callable[[Watermarks], int]  # act when the context holds more than this many tokens
-    plan: Callable[[Sequence[Section], Watermarks, int], Planned | None]
-    build: Build
-
-
-def get(name: str) -> Strategy | None:
-    """The baseline strategy called ``name``; None for the product's own planners."""
-    return _STRATEGIES.get(name)
 
 
 # --- reactive -------------------------------------------------------------------------------------
@@ -110,11 +87,6 @@ def plan_reactive(sections: Sequence[Section], marks: Watermarks, fresh: int) ->
     return None
 
 
-async def _build_reactive(state: AgentState, p: Planned, summarizer: Summarizer) -> Pending | None:
-    assert isinstance(p, Plan)
-    return await build_proposal(state, p, summarizer)
-
-
 # --- masking --------------------------------------------------------------------------------------
 
 
@@ -154,55 +126,3 @@ def plan_masking(
         tokens=sum(sections[i].tokens for i in masked),
         invalidated_prefix_tokens=total - prefix,
     )
-
-
-def placeholder(sec: Section, ref: str) -> str:
-    lines = sec.text.count("\n") + 1
-    return f"[Old tool output omitted: {lines} lines, {sec.tokens} tokens; recall {ref} for it]"
-
-
-async def build_masking(state: AgentState, p: Planned, summarizer: Summarizer) -> Pending | None:
-    """Archive the masked outputs, then propose the range with placeholders in their place.
-
-    Sections of the range that are not masked are passed through unchanged (same id, same text),
-    so the agent's context changes only where an output was masked.
-    """
-    assert isinstance(p, MaskPlan)
-    base = state.ctx.version
-    originals = tuple(s for sid in p.ids if (s := state.ctx.get(sid)) is not None)
-    if len(originals) != len(p.ids):
-        return None
-    masked = set(p.masked)
-    archived = tuple(s for s in originals if s.id in masked)
-    ref, pid = state.ids.take("a", "p")
-    await archive_first(state, ref, archived)
-    out: list[Section] = []
-    for s in originals:
-        if s.id not in masked:
-            out.append(s)
-            continue
-        text = placeholder(s, ref)
-        meta = {**s.meta, "masked": "1", "archive": ref, "method": "masking"}
-        out.append(replace(s, text=text, tokens=summarizer.count(text), meta=meta))
-    before = sum(s.tokens for s in originals)
-    after = sum(s.tokens for s in out)
-    if after >= before:
-        forget(state, ref)
-        return None
-    proposal = Proposal(
-        proposal=pid,
-        base=base,
-        replaces=p.ids,
-        digest=tuple(out),
-        tokens_before=before,
-        tokens_after=after,
-        invalidated_prefix_tokens=p.invalidated_prefix_tokens,
-        archive=(ref,),
-    )
-    return Pending(proposal, archived, "masking")
-
-
-_STRATEGIES: Final[dict[str, Strategy]] = {
-    "reactive": Strategy("reactive", lambda m: m.budget, plan_reactive, _build_reactive),
-    "masking": Strategy("masking", lambda m: m.high - 1, plan_masking, build_masking),
-}

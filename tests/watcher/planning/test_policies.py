@@ -1,5 +1,6 @@
-"""The replay baselines: reactive (compact only when the next call would not fit) and observation
-masking (old tool outputs become placeholders), on a real trajectory."""
+"""The policies behind one protocol (watcher.planning.policies), and the replay baselines: reactive
+(compact only when the next call would not fit) and observation masking (old tool outputs become
+placeholders), on a real trajectory; the masking proposal as the daemon builds it (serve.compactor)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,11 @@ from ipc.sections import Section
 from summarizer.digest import Summarizer, approx_tokens
 from watcher.config.settings import AgentOverride, Config, resolve_agent
 from watcher.eval.trajectories import Trajectory, load
+from watcher.planning.baselines import MASK_KEEP_TURNS, MaskPlan, is_masked, plan_masking, plan_reactive
 from watcher.planning.planner import Watermarks, fresh_start
-from watcher.serve.agents import AgentState
-from watcher.serve.strategies import (
-    MASK_KEEP_TURNS,
-    MaskPlan,
-    build_masking,
-    get,
-    is_masked,
-    plan_masking,
-    plan_reactive,
-)
+from watcher.planning.policies import policy_for
+from watcher.serve.compactor import build_masking
+from watcher.serve.session import Session
 
 FRESH = 4
 
@@ -44,12 +39,17 @@ def prefix_over(traj: Trajectory, tokens: int) -> list[Section]:
 
 
 def test_registry() -> None:
-    assert get("optimistic") is None and get("recency") is None
-    reactive, masking = get("reactive"), get("masking")
-    assert reactive is not None and masking is not None
     marks = Watermarks(10_000, 0.15, 0.6)
-    assert reactive.trigger(marks) == 10_000  # acts only once the context is over the budget
-    assert masking.trigger(marks) == marks.high - 1  # acts at the high watermark
+    optimistic, recency = policy_for("optimistic"), policy_for("recency")
+    assert optimistic.plans_ahead and recency.plans_ahead  # the planner's own: with look-ahead
+    assert optimistic.needs_features and not recency.needs_features
+    reactive, masking = policy_for("reactive"), policy_for("masking")
+    assert not reactive.plans_ahead and not masking.plans_ahead
+    assert reactive.trigger(marks, 500) == 10_000  # acts only once the context is over the budget
+    assert masking.trigger(marks, 500) == marks.high - 1  # acts at the high watermark
+    assert optimistic.trigger(marks, 0) == marks.high - 1
+    with pytest.raises(ValueError, match="planner must be one of"):
+        policy_for("lru")
 
 
 def test_reactive_waits_for_the_budget_then_folds_the_oldest_history(sympy: Trajectory) -> None:
@@ -91,7 +91,7 @@ def test_masking_replaces_only_old_tool_outputs(sympy: Trajectory) -> None:
 async def test_masking_proposal_applies_and_archives(sympy: Trajectory) -> None:
     marks = Watermarks(12_000, 0.15, 0.6)
     over = prefix_over(sympy, marks.high)
-    state = AgentState("a", "s", b"peer", marks)
+    state = Session("a", "s", b"peer", marks)
     state.ctx = Context(over, 1)
     p = plan_masking(over, marks, FRESH)
     assert p is not None

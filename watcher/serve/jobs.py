@@ -1,0 +1,240 @@
+"""Compaction jobs: when an agent's session needs one, its plan (in a thread, on the mirror as it
+is), the digest (model or deterministic lane: watcher.serve.scheduler), and the proposal sent.
+
+One job per agent at a time, queued fairly by the scheduler; the session's policy
+(watcher.planning.policies) says when to act and what to fold."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from ipc.context import Context
+from ipc.sections import Section
+from summarizer.digest import Summarizer
+from watcher.observe import logs
+from watcher.planning.planner import Plan, early_cap
+from watcher.planning.policies import PlanInputs, Planned
+from watcher.serve import records
+from watcher.serve.compactor import build
+from watcher.serve.hub import Hub
+from watcher.serve.session import Pending, Session, prepare_plan
+from watcher.store.crashpoints import crashpoint
+
+log = logs.get("compactd.server")
+
+PLAN_ATTEMPTS = 3  # plans in a thread on a snapshot the mirror changed under, before one on the loop
+
+
+def unchanged(snapshot: Sequence[Section], ctx: Context) -> bool:
+    """Does the mirror still hold exactly ``snapshot`` (the same section objects, in order)?"""
+    return len(snapshot) == len(ctx) and all(a is b for a, b in zip(snapshot, ctx, strict=False))
+
+
+class Jobs:
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    def maybe_compact(self, state: Session) -> None:
+        state.lookahead.observe(state.ctx.tokens, time.monotonic())  # O(1): growth per turn
+        if state.policy != "auto" or state.job_running or state.pending or not state.synced:
+            return
+        if state.ctx.tokens <= self.trigger(state):
+            state.stuck_reported = False
+            state.stuck_tokens = 0
+            return
+        if state.stuck_tokens and state.ctx.tokens < state.stuck_tokens + state.marks.budget // 50:
+            return  # nothing foldable was left; wait until the context has grown before trying again
+        state.job_running = True  # queued or running (watcher.serve.scheduler); planned when its turn comes
+        state.job_submitted = time.monotonic()
+        self.hub.scheduler.submit(state.agent, lambda: self.run(state))
+
+    def trigger(self, state: Session) -> int:
+        """Compaction is considered once the context holds more than this many tokens."""
+        return state.planner.trigger(state.marks, self.ahead(state))
+
+    def ahead(self, state: Session) -> int:
+        """Tokens the context is expected to grow by while a digest is written (watcher.planning.lookahead).
+
+        With a model, as much as a model digest needs, if planning that early is allowed (the
+        planner caps how early, :func:`watcher.planning.planner.early_cap`); else the digest will be
+        deterministic anyway (:meth:`summarizer_for`), so plan only as early as that needs: a
+        later plan has more turns to choose what to fold from."""
+        if not self.hub.cfg.compaction.lookahead:
+            return 0
+        if self.hub.summarizer.engine is not None:
+            ahead = state.lookahead.tokens_ahead(model=True)
+            if ahead <= early_cap(state.marks):
+                return ahead
+        return state.lookahead.tokens_ahead(model=False)
+
+    def summarizer_for(self, state: Session, p: Planned) -> Summarizer:
+        """The model (through the scheduler's lane) when its digest would be ready before the high
+        watermark; else a deterministic digest now: the headroom comes first (DESIGN: never worse)."""
+        hub = self.hub
+        if (
+            isinstance(p, Plan)
+            and state.planner.plans_ahead  # a baseline digests as it would (reactive waits)
+            and hub.cfg.compaction.lookahead
+            and hub.summarizer.engine is not None
+            and not state.lookahead.model_in_time(state.ctx.tokens, state.marks.high)
+        ):
+            return hub.scheduler.deterministic(hub.summarizer)
+        return hub.scheduler.pick(hub.summarizer)
+
+    def wanted(self, state: Session) -> bool:
+        """Is a compaction of the agent's mirror as it is now still wanted?"""
+        return (
+            self.hub.agents.get(state.agent) is state
+            and state.policy == "auto"
+            and not state.pending
+            and state.synced
+            and state.ctx.tokens > self.trigger(state)
+        )
+
+    def plan_on(self, state: Session, sections: list[Section], growth: int) -> Planned | None:
+        """The plan for ``sections`` (a snapshot of the mirror): pure but for the agent's scorer
+        cache, which only this agent's job (one at a time: watcher.serve.scheduler) touches."""
+        c = self.hub.cfg.compaction
+        inputs = PlanInputs(c.fresh_turns, growth, state.scorer, c.cache_weight)
+        return state.planner.plan(sections, state.marks, inputs)
+
+    async def plan(self, state: Session) -> tuple[bool, Planned | None]:
+        """(wanted, plan): the plan of the mirror as it is when this returns, computed in a thread
+        (a plan costs 3-10 ms of CPU with ~150 sections; on the loop it would hold up every agent's
+        deltas; in a thread the loop waits at most a GIL switch interval for it). On a snapshot of
+        the mirror: if a delta changed the mirror meanwhile, planned again, and after
+        :data:`PLAN_ATTEMPTS` on the loop, so that the plan is always that of the mirror it is built
+        on. ``wanted`` False: the job is not, or no longer, wanted (:meth:`wanted`)."""
+        if not self.wanted(state):
+            return False, None
+        for _ in range(PLAN_ATTEMPTS):
+            sections = list(state.ctx)
+            p = await asyncio.to_thread(self.plan_on, state, sections, self.ahead(state))
+            if not self.wanted(state):
+                return False, None
+            if unchanged(sections, state.ctx):
+                return True, p
+        return True, self.plan_on(state, list(state.ctx), self.ahead(state))
+
+    async def run(self, state: Session) -> None:
+        """The agent's turn in the scheduler: plan on the mirror as it is now, then compact."""
+        if state.planner.needs_features:
+            await prepare_plan(state)  # features of new sections, in slices: other agents go on
+        wanted, p = await self.plan(state)
+        if not wanted:
+            state.job_running = False
+            return
+        if p is None:
+            state.job_running = False
+            if state.ctx.tokens < state.marks.high:  # early (look-ahead): not a headroom problem yet
+                state.stuck_tokens = state.ctx.tokens
+                return
+            self.stuck(state, "only anchors and small regions are left")
+            return
+        if isinstance(p, Plan):
+            log.info(
+                "compaction_planned",
+                agent=state.agent,
+                strategy=p.strategy,
+                tokens=state.ctx.tokens,
+                need=p.need,
+                region_tokens=p.tokens,
+                sections=len(p.ids),
+                value=p.value,
+                invalidated_prefix_tokens=p.invalidated_prefix_tokens,
+                tokens_ahead=self.ahead(state),
+                queued_s=round(time.monotonic() - state.job_submitted, 3),
+            )
+        await self.compact(state, p)
+
+    def stuck(self, state: Session, why: str) -> None:
+        """Headroom cannot be restored now: say so once, and do not loop."""
+        state.stuck_tokens = state.ctx.tokens
+        if not state.stuck_reported:
+            state.stuck_reported = True
+            log.warning(
+                "cannot_restore_headroom",
+                agent=state.agent,
+                tokens=state.ctx.tokens,
+                budget=state.marks.budget,
+                reason=why,
+            )
+            self.headroom(state)
+
+    def headroom(self, state: Session) -> None:
+        """Alert once when headroom is below the reserve and nothing will fix it (over budget, auto
+        compaction stuck, or a manual/off policy); say so again when it is back above the reserve."""
+        tokens, marks = state.ctx.tokens, state.marks
+        over_high = tokens >= marks.high
+        alarming = tokens > marks.budget or (over_high and (state.policy != "auto" or state.stuck_reported))
+        if alarming and not state.headroom_alert:
+            state.headroom_alert = True
+            fields = {"tokens": tokens, "budget": marks.budget, "reserve": marks.reserve}
+            self.hub.emit("headroom_alert", state.agent, headroom=round(1 - state.usage, 4), **fields)
+        elif state.headroom_alert and not over_high:
+            state.headroom_alert = False
+            self.hub.emit("headroom_ok", state.agent, headroom=round(1 - state.usage, 4), tokens=tokens)
+
+    async def compact(self, state: Session, p: Planned) -> None:
+        hub = self.hub
+        t0 = time.monotonic()
+        summarizer = self.summarizer_for(state, p)  # model or not: chosen before the first await
+        try:
+            pending = await build(state, p, summarizer)
+        except Exception:
+            log.exception("compaction_failed", agent=state.agent)
+            pending = None
+        finally:
+            state.job_running = False
+            hub.emit("digest", state.agent, seconds=time.monotonic() - t0)
+            if isinstance(p, Plan):
+                used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
+                state.lookahead.job_done(time.monotonic() - state.job_submitted, p.tokens, used_model)
+            hub.check_degraded()
+        if hub.agents.get(state.agent) is not state:
+            if pending is not None:
+                records.abandon(state, pending)
+            return
+        if pending is None:
+            self.stuck(state, "the digest would not be smaller than its region")
+            return
+        reason = state.ctx.stale_reason(pending.proposal)
+        if reason:  # the mirror moved under the job: plan again on the next change
+            records.abandon(state, pending)
+            log.info("proposal_dropped", agent=state.agent, reason=reason)
+            hub.emit("proposal_dropped", state.agent, reason=reason)
+            self.maybe_compact(state)
+            return
+        if not records.record(hub, state, pending):
+            return
+        state.pending[pending.proposal.proposal] = pending  # (no second job starts meanwhile)
+        await asyncio.to_thread(hub.store.sync_wal)  # durable before it leaves, off the loop
+        crashpoint("before_send")
+        if hub.agents.get(state.agent) is not state:
+            return  # gone meanwhile: settled when it resumes (re-offered) or attaches afresh
+        self._send(state, pending)
+
+    def _send(self, state: Session, pending: Pending) -> None:
+        pr = pending.proposal
+        log.info(
+            "proposal_sent",
+            agent=state.agent,
+            proposal=pr.proposal,
+            sections=len(pr.replaces),
+            tokens_before=pr.tokens_before,
+            tokens_after=pr.tokens_after,
+            method=pending.method,
+        )
+        self.hub.send(state.peer, pr.to_wire())
+        self.hub.emit(
+            "proposal_sent",
+            state.agent,
+            proposal=pr.proposal,
+            sections=len(pr.replaces),
+            tokens_before=pr.tokens_before,
+            tokens_after=pr.tokens_after,
+            invalidated_prefix_tokens=pr.invalidated_prefix_tokens,
+            method=pending.method,
+        )
