@@ -10,8 +10,6 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-import zmq.asyncio
-
 from ipc.context import Context
 from ipc.protocol import MAX_DETAIL_LEN, E, Op, Proposal, T, encode
 from ipc.sections import Section
@@ -34,20 +32,12 @@ _ENVELOPE = 1024  # bytes kept free in a frame for the map around the sections
 class LinkMirror(LinkTransport):
     """The agent's context, its DELTAs and SNAPSHOTs, and ACK/NACK of proposals."""
 
-    def __init__(
-        self,
-        endpoint: str,
-        agent: str,
-        timeout_s: float,
-        zmq_context: zmq.asyncio.Context | None,
-        curve: tuple[bytes | str | None, bytes | str | None, bytes | str | None],
-    ) -> None:
-        super().__init__(endpoint, agent, timeout_s, zmq_context, curve)
-        self.context = Context()
-        self.proposals: asyncio.Queue[Proposal] = asyncio.Queue()
-        self.resyncs = 0
-        self.coalesced = 0  # changes sent as one SNAPSHOT because the daemon could not keep up
-        self._dirty = False  # a change could not be sent: the next send is a SNAPSHOT
+    # set by the constructor (ipc.session)
+    context: Context
+    proposals: asyncio.Queue[Proposal]
+    resyncs: int
+    coalesced: int  # changes sent as one SNAPSHOT because the daemon could not keep up
+    _dirty: bool  # a change could not be sent: the next send is a SNAPSHOT
 
     async def snapshot(self, sections: Iterable[Section] | None = None) -> None:
         """Send the whole context (after attaching to a daemon that holds nothing for us).

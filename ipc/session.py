@@ -12,6 +12,7 @@ from typing import Any
 import zmq
 import zmq.asyncio
 
+from ipc.context import Context
 from ipc.protocol import DEFAULT_MAX_FRAME, SUPPORTED_VERSIONS, E, Proposal, ProtocolError, T
 from ipc.requests import LinkRequests
 from ipc.transport import LinkError
@@ -46,6 +47,11 @@ class LinkSession(LinkRequests):
         super().__init__(
             endpoint, agent, timeout_s, zmq_context, (curve_serverkey, curve_publickey, curve_secretkey)
         )
+        self.context = Context()
+        self.proposals: asyncio.Queue[Proposal] = asyncio.Queue()
+        self.resyncs = 0
+        self.coalesced = 0  # changes sent as one SNAPSHOT because the daemon could not keep up
+        self._dirty = False  # a change could not be sent: the next send is a SNAPSHOT
         self.planner = planner  # compaction strategy to ask for (optimistic, recency, reactive, masking)
         # a reader attaches to the agent's archive only (RECALL, COMPRESS): it has no context and
         # does not replace the agent's own attachment (the MCP server, the Claude Code hooks)
