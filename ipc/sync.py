@@ -42,10 +42,11 @@ class SyncAgentLink:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"compactd-{agent}", daemon=True)
         self._thread.start()
-        self._link: AgentLink = self._call(self._make())
 
-    async def _make(self) -> AgentLink:
-        return AgentLink(*self._args, **self._kwargs)
+        async def make() -> AgentLink:  # on the loop thread: the link's asyncio objects belong there
+            return AgentLink(*self._args, **self._kwargs)
+
+        self._link: AgentLink = self._call(make())
 
     def _call(self, coro: Coroutine[Any, Any, R], timeout: float | None = None) -> R:
         if not self._thread.is_alive():

@@ -16,115 +16,33 @@ llama.cpp's decode loop itself (not ``create_completion``) so that
 * reuse is counted exactly (tokens whose KV state was kept from the previous job);
 * prompt-lookup decoding (draft tokens copied from the prompt, verified in one batch) is available
   as an option (``prompt_lookup``); the benchmark measures whether it helps.
+
+Loading the model and the settings/result records live in summarizer.loader, the per-job decoding
+(sampling, stop conditions, drafts) in summarizer.decoding; their public names are re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import numpy as np
 
-from summarizer.gguf import ModelError, check_model_file, silence_llama_logs
+from summarizer.decoding import Decoder
+from summarizer.gguf import ModelError
+from summarizer.loader import EngineSettings, Generation, default_threads, load_model
 from summarizer.logprobs import Cancelled as _Cancelled
 from summarizer.logprobs import GenerationTimeout, Scoring, score_locked
-from summarizer.weights import convert
 
-REPEAT_PENALTY = 1.1  # llama.cpp's classic repetition penalty over the last REPEAT_LAST_N output tokens
-REPEAT_LAST_N = 64
+__all__ = ["STOP_TEXT", "EngineSettings", "Generation", "GenerationTimeout", "LlamaEngine", "default_threads"]
+
 STOP_TEXT = ("<|im_end|>", "<|im_start|>")
 _R = TypeVar("_R")
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    path: str
-    n_ctx: int = 2048
-    n_threads: int = 0  # 0 = the CPUs this process may run on
-    n_batch: int = 512
-    max_tokens: int = 128
-    timeout_s: float = 60.0
-    n_ubatch: int = 0  # 0 = n_batch
-    prompt_lookup: int = 0  # draft tokens per step for prompt-lookup decoding; 0 = off
-    flash_attn: bool = True  # faster prefill on CPU (docs/BENCHMARKS.md)
-    n_threads_decode: int = 1  # threads for one-token steps; 1 is robust when cores are shared
-    weights: str = ""  # "" = the file as shipped; else re-encode once (summarizer.weights.FORMATS)
-    cache_dir: str = ""  # where re-encoded weights are cached ("" = the user's cache directory)
-
-
-@dataclass(frozen=True)
-class Generation:
-    text: str
-    prompt_tokens: int
-    reused_tokens: int  # prompt tokens whose KV state was reused from the previous job
-    prefix_tokens: int  # tokens of the trusted prefix (the part meant to be reused)
-    completion_tokens: int
-    prefill_s: float
-    decode_s: float
-    stopped: str  # "stop" | "length" | "repetition" | "cancelled"
-    drafted: int = 0  # prompt-lookup draft tokens proposed ...
-    accepted: int = 0  # ... and accepted
-
-
-def default_threads() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def _open(settings: EngineSettings, path: str, n_threads: int) -> Any:
-    from llama_cpp import Llama  # heavy import, only where the model is used
-
-    try:
-        return Llama(
-            model_path=path,
-            n_ctx=settings.n_ctx,
-            n_threads=min(n_threads, settings.n_threads_decode or n_threads),
-            n_threads_batch=n_threads,
-            n_batch=settings.n_batch,
-            n_ubatch=settings.n_ubatch or settings.n_batch,
-            flash_attn=settings.flash_attn,
-            verbose=False,
-        )
-    except Exception as exc:  # llama-cpp raises ValueError/RuntimeError on a corrupt file
-        raise ModelError(f"model file could not be loaded: {path}: {exc}") from exc
-
-
-def _load(settings: EngineSettings, n_threads: int) -> tuple[Any, str, str]:
-    """The model, the file it came from, and why re-encoded weights (``settings.weights``) are not
-    in use ("" if they are, or none were asked for). Re-encoding that fails (no writable cache, a
-    damaged cached file) falls back to the shipped file: it still works, only slower."""
-    check_model_file(settings.path)
-    silence_llama_logs()
-    error = ""
-    if settings.weights:
-        try:
-            path = convert(settings.path, settings.weights, settings.cache_dir or None, n_threads)
-        except ModelError as exc:
-            error = str(exc)
-        else:
-            try:
-                return _open(settings, path, n_threads), path, ""
-            except ModelError as exc:  # damaged in the cache: drop it so that the next load re-encodes
-                removed = _unlink(path)
-                error = f"re-encoded weights unusable ({'removed' if removed else 'not removed'}): {exc}"
-    return _open(settings, settings.path, n_threads), settings.path, error
-
-
-def _unlink(path: str) -> bool:
-    try:
-        Path(path).unlink()
-    except OSError:
-        return False
-    return True
 
 
 class LlamaEngine:
@@ -136,7 +54,7 @@ class LlamaEngine:
         self._llm: Any
         # loaded_path: the file in use (the re-encoded one, or settings.path); weights_error: why
         # the re-encoded weights asked for are not in use ("" if they are, or none were asked for)
-        self._llm, self.loaded_path, self.weights_error = _load(settings, self.n_threads)
+        self._llm, self.loaded_path, self.weights_error = load_model(settings, self.n_threads)
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
         self._lock = threading.Lock()
         self._closed = False
@@ -304,7 +222,9 @@ class LlamaEngine:
     def reload_sync(self, path: str | None = None) -> None:
         settings = replace(self.settings, path=path or self.settings.path)
         with self._lock:
-            new, loaded, weights_error = _load(settings, self.n_threads)  # raises ModelError; the old stays
+            new, loaded, weights_error = load_model(
+                settings, self.n_threads
+            )  # raises ModelError; the old stays
             old, self._llm, self.loaded_path, self.weights_error = self._llm, new, loaded, weights_error
             self.settings = settings
             self._kv = []
@@ -381,14 +301,6 @@ class LlamaEngine:
         ptr = self._llm._ctx.get_logits_ith(i)
         return np.ctypeslib.as_array(ptr, shape=(self._llm.n_vocab(),))
 
-    def _greedy(self, logits: Any, recent: list[int]) -> int:
-        if recent:
-            logits = logits.copy()
-            ids = np.fromiter(set(recent), dtype=np.intc)
-            vals = logits[ids]
-            logits[ids] = np.where(vals > 0, vals / REPEAT_PENALTY, vals * REPEAT_PENALTY)
-        return int(np.argmax(logits))
-
     def _generate_sync(
         self,
         prefix: str,
@@ -431,7 +343,7 @@ class LlamaEngine:
         reused = self._prefill(tokens, n_prefix, deadline, cancel)
         t1 = time.perf_counter()
         self.current_tokens = 0
-        decoder = _Decoder(self, tokens, max_tokens, stop)
+        decoder = Decoder(self, tokens, max_tokens, stop)
         draft: list[int] = []
         while True:
             # the logits of the last batch predict the next token after each of its positions
@@ -505,104 +417,5 @@ class LlamaEngine:
             self._llm.close()
 
 
-class _Decoder:
-    """Greedy decoding state of one job: output tokens, stop conditions, prompt-lookup drafts."""
-
-    def __init__(
-        self, engine: LlamaEngine, prompt: list[int], max_tokens: int, stop: tuple[str, ...]
-    ) -> None:
-        import llama_cpp
-
-        self.engine = engine
-        self.stop = tuple(s.encode() for s in stop)
-        self.prompt = prompt
-        self.max_tokens = max_tokens
-        self.out: list[int] = []
-        self.bytes = bytearray()
-        self.stopped = ""
-        self.drafted = 0
-        self.accepted = 0
-        vocab = engine._llm._model.vocab
-        self._is_end: Callable[[int], bool] = lambda t: bool(
-            llama_cpp.llama_vocab_is_eog(vocab, t) or llama_cpp.llama_vocab_is_control(vocab, t)
-        )
-
-    def verify(self, draft: list[int]) -> bool:
-        """Sample from the last batch's logits; accept the draft tokens greedy decoding agrees with.
-        Returns True when generation is over (``stopped`` says why)."""
-        eng = self.engine
-        n_kv = len(eng._kv)
-        for j in range(len(draft) + 1):
-            token = eng._greedy(eng._logits(j if draft else -1), self.out[-REPEAT_LAST_N:])
-            if self._emit(token):
-                return True
-            if j == len(draft) or token != draft[j]:
-                if j < len(draft):  # the rest of the draft is wrong: forget its KV state
-                    eng._drop_kv(n_kv - len(draft) + j)
-                return False
-            self.accepted += 1
-        return False
-
-    def _emit(self, token: int) -> bool:
-        if self._is_end(token):
-            self.stopped = "stop"
-            return True
-        self.out.append(token)
-        self.engine.current_tokens = len(self.out)
-        self.bytes += self.engine._llm.detokenize([token])
-        tail = bytes(self.bytes[-200:])
-        if any(s in tail for s in self.stop):
-            self.stopped = "stop"
-            return True
-        if _repeating(tail.decode("utf-8", "ignore")):
-            self.stopped = "repetition"
-            return True
-        if len(self.out) >= self.max_tokens:
-            self.stopped = "length"
-            return True
-        return False
-
-    def draft(self, n_draft: int) -> list[int]:
-        if n_draft <= 0:
-            return []
-        eng = self.engine
-        room = min(
-            self.max_tokens - len(self.out) - 1, eng.n_ctx - len(eng._kv) - 2, eng.settings.n_batch - 1
-        )
-        found = _lookup(self.prompt + self.out, min(n_draft, room)) if room > 0 else []
-        self.drafted += len(found)
-        return found
-
-    def text(self) -> str:
-        result = bytes(self.bytes)
-        for s in self.stop:
-            result = result.split(s, 1)[0]
-        return result.decode("utf-8", "replace").strip()
-
-
 def _rate(n: float, seconds: float) -> float:
     return n / seconds if seconds else 0.0
-
-
-def _lookup(history: list[int], n_draft: int, max_ngram: int = 3) -> list[int]:
-    """Prompt-lookup drafting: find the latest earlier occurrence of the last n-gram (longest
-    first) and propose the tokens that followed it."""
-    n = len(history)
-    for size in range(min(max_ngram, n - 1), 0, -1):
-        tail = history[n - size :]
-        for start in range(n - size - 1, -1, -1):
-            if history[start : start + size] == tail:
-                follow = history[start + size : start + size + n_draft]
-                if follow:
-                    return follow
-    return []
-
-
-def _repeating(tail: str) -> bool:
-    """True when the output is looping: a chunk of 8-40 chars repeated at least 3 times at the end."""
-    for size in range(8, 41):
-        if len(tail) >= size * 3:
-            chunk = tail[-size:]
-            if tail.endswith(chunk * 3):
-                return True
-    return False

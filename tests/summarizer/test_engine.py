@@ -11,12 +11,11 @@ from pathlib import Path
 import pytest
 
 from summarizer import gist
+from summarizer.decoding import lookup, repeating
 from summarizer.engine import (
     EngineSettings,
     GenerationTimeout,
     LlamaEngine,
-    _lookup,
-    _repeating,
 )
 from summarizer.gguf import ModelError
 from tests.fixtures.daemon import wait_until
@@ -172,10 +171,10 @@ async def test_prompt_lookup_drafts_are_verified_and_deterministic(engine: Llama
 
 
 def test_lookup_and_repetition_helpers() -> None:
-    assert _lookup([1, 2, 3, 4, 9, 2, 3], 2) == [4, 9]
-    assert _lookup([5, 6, 7], 3) == []
-    assert _repeating("The agent ran it. " + "and then again " * 3)
-    assert not _repeating("The agent ran the tests and they passed.")
+    assert lookup([1, 2, 3, 4, 9, 2, 3], 2) == [4, 9]
+    assert lookup([5, 6, 7], 3) == []
+    assert repeating("The agent ran it. " + "and then again " * 3)
+    assert not repeating("The agent ran the tests and they passed.")
 
 
 def test_weights_are_reencoded_once_and_cached(model_path: str, tmp_path: Path) -> None:
