@@ -39,7 +39,10 @@ def test_short_replay_reports_and_fails_the_unexercised_goal(tmp_path: Path) -> 
     assert result["requests"] == 3 and result["accepted"] == 3, result["errors"]
     assert 0 < result["max_request_tokens"] <= result["window_tokens"] == 32768
     assert result["waited_requests"] == 0
-    assert result["goals"]["hundred_turns"] is False and result["goals_met"] is False
+    replayed = result["goals"]["requests replayed (100 turns + 1)"]
+    assert replayed["met"] is False and replayed["measured"] == 3, replayed
+    assert result["goals_met"] is False and "requests replayed (100 turns + 1)" in result["missed"]
+    assert "goal missed: requests replayed (100 turns + 1)" in run.stderr
 
 
 def test_trajectories_become_valid_conversations(trajectories: Path) -> None:
