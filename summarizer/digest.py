@@ -32,6 +32,7 @@ from summarizer.engine import EngineSettings, Generation, GenerationTimeout, Lla
 from summarizer.gguf import ModelError
 from summarizer.items import Gist, Item
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
+from summarizer.names import ranked_names
 from summarizer.safety import redact
 
 __all__ = [
@@ -164,11 +165,13 @@ class Summarizer:
         source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
         facts = FactPicker(redact(source), target_tokens)
         renderers = Renderers(ref)  # each section prepared once for the whole size search
+        names = ranked_names(items)
         gists, gens, rejected = await self._gists(items, target_tokens)
-        det_text, det_tokens, det_facts = self._fit(items, renderers, before, facts, (), target_tokens)
+        det_text, det_tokens, det_facts = self._fit(items, renderers, before, facts, (), target_tokens, names)
         text, tokens, carried, method = det_text, det_tokens, det_facts, "deterministic"
         if gists:
-            text_m, tokens_m, facts_m = self._fit(items, renderers, before, facts, gists, target_tokens)
+            fit = self._fit(items, renderers, before, facts, gists, target_tokens, names)
+            text_m, tokens_m, facts_m = fit
             lost = set(det_facts) - set(facts_m)
             if tokens_m >= before or (tokens_m > target_tokens and tokens_m > det_tokens):
                 rejected.append(f"model digest not smaller ({tokens_m} tokens)")
@@ -202,6 +205,7 @@ class Summarizer:
         facts: FactPicker,
         gists: Sequence[Gist],
         target_tokens: int,
+        names: Sequence[str] = (),
     ) -> tuple[str, int, tuple[str, ...]]:
         """Render with the largest character budget whose digest fits `target_tokens` (a short
         search: token counts grow with the budget); if none fits, the smallest rendering."""
@@ -209,7 +213,7 @@ class Summarizer:
         fits: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
         over: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
         for _ in range(10):
-            text, carried = render(items, renderers, before, facts, gists, budget)
+            text, carried = render(items, renderers, before, facts, gists, budget, names)
             result = (text, self.count(text), carried)
             if result[1] <= target_tokens:
                 fits = (budget, result)
