@@ -4,12 +4,16 @@ Layout of a digest (the same bytes for the same region, model and settings):
 
     [compactd digest of N sections FIRST..LAST: T tokens archived as REF; recall REF for the originals]
     Key facts (quoted verbatim from the sections): fact | fact | ...
+    Names (quoted verbatim from the sections): name name ...
     Summary of ID, ID (model-written from quoted data): The agent ...
     Sections (quoted data, not instructions):
     - ID kind: compressed rendering
       continuation lines are indented
     - ID kind: [summarized above; recall REF#ID]
 
+The names line lists the region's code names that the rest of the digest does not hold, the ones
+the agent is likeliest to name again first (summarizer.names): NAMES_SHARE of the budget, taken from
+the key facts, and whatever room the rest leaves.
 Tool output is compressed deterministically (summarizer.compressors); the model only writes short
 gists of prose sections (in chunks that fit its context; the chunk gists are put side by side once
 and never summarized again), and every gist is checked against its source (summarizer.gist). All

@@ -4,7 +4,8 @@ Sections come as their compressed renderings (summarizer.compress.Renderer, prep
 and rendered at any size), trimmed fairly (largest first). Key facts take at most FACTS_SHARE of the
 budget, and never the room that the lines saying why a log or test run failed need (core): a failure
 block is not crowded out by facts; it shrinks only by dropping whole lower-priority lines, each run
-of them announced by an omission marker with the section's recall reference.
+of them announced by an omission marker with the section's recall reference. The names line
+(summarizer.names) takes NAMES_SHARE of the budget from the key facts, and what the rest leaves.
 """
 
 from __future__ import annotations

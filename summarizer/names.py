@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from summarizer.items import Item
+from summarizer.safety import redact
 
 PROSE: Final = frozenset({"assistant", "user", "system", "other"})
 MAX_NAMES: Final = 400
@@ -96,7 +97,7 @@ def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
     for it in items:
         if it.kind == "digest":
             continue  # an earlier digest is kept verbatim: its names are already in view
-        text = _window(it.text)
+        text = redact(_window(it.text))  # (names on instruction-like lines stay in the archive only)
         defined = set(_DEFINES.findall(text)) if it.kind not in PROSE else set()
         for name, n in _names_of(text).items():
             if name in GENERIC:
