@@ -167,9 +167,10 @@ class Summarizer:
         # facts come from the region without its instruction-like lines (they stay quoted below)
         # (binary-like sections are no source of facts: compress shows them as a note)
         source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
-        facts = FactPicker(redact(source), target_tokens)
-        renderers = Renderers(ref)  # each section prepared once for the whole size search
         names = ranked_names(items)
+        skip = frozenset({"identifier"}) if names else frozenset()  # the names line carries them, compactly
+        facts = FactPicker(redact(source), target_tokens, skip)
+        renderers = Renderers(ref)  # each section prepared once for the whole size search
         gists, gens, rejected = await self._gists(items, target_tokens)
         det_text, det_tokens, det_facts = self._fit(items, renderers, before, facts, (), target_tokens, names)
         text, tokens, carried, method = det_text, det_tokens, det_facts, "deterministic"

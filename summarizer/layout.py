@@ -50,7 +50,7 @@ def header(items: Sequence[Item], ref: str, before: int) -> str:
 FACTS_SHARE = 0.75  # at most this share of a digest's characters goes to the key-facts line ...
 FACTS_FLOOR = 0.2  # ... and at least this share, even when failure lines need the rest
 STATEMENT_SHARE = 0.3  # of which stated facts (whole sentences) are picked first, up to this share
-NAMES_SHARE = 0.25  # the names line may take this share of the budget from the key facts
+NAMES_SHARE = 0.1  # the names line may take this share of the budget from the key facts
 NAMES_LABEL = "Names (quoted verbatim from the sections): "
 BRIEF_BELOW = 160  # a section given fewer characters than this is shown as its first line only
 INDEX_BELOW = 72  # ... and below this, sections are only listed by id and kind
@@ -176,15 +176,16 @@ def _brief(text: str, total: int, max_chars: int, ref: str) -> str:
 class FactPicker:
     """Key facts of a region, at the size a digest can afford (category balance kept)."""
 
-    def __init__(self, source: str, target_tokens: int) -> None:
+    def __init__(self, source: str, target_tokens: int, skip: frozenset[str] = frozenset()) -> None:
         self.source = source
+        self.skip = skip  # fact categories another line of the digest carries
         self.most = max_facts_for(target_tokens)
         self._cache: dict[int, tuple[str, ...]] = {}
         self._statements: tuple[str, ...] | None = None
 
     def facts(self, n: int) -> tuple[str, ...]:
         if n not in self._cache:
-            found = extract_facts(self.source, n)
+            found = extract_facts(self.source, n, self.skip)
             self._cache[n] = tuple(defang(f) for f in found if not instruction_like(f))
         return self._cache[n]
 

@@ -26,7 +26,7 @@ def _file_read(path: str, first_line: int, n_funcs: int, salt: int) -> str:
             f"    {local} = ctx.lookup({noun!r})",
             f"    if limit is not None and {local} > limit:",
             f"        raise {noun.title()}Overflow({local}, ctx._{noun}{k + salt}_pending)",
-            *(f"    # step {j}: the value is checked against the limit, kept when lower" for j in range(10)),
+            *(f"    # step {j}: the value is checked against the limit, kept when lower" for j in range(16)),
             f"    return {local}",
             "",
         ]
@@ -36,9 +36,9 @@ def _file_read(path: str, first_line: int, n_funcs: int, salt: int) -> str:
 
 def _region() -> list[Item]:
     reads = [
-        _file_read("src/engine/scopes.py", 100, 6, 0),
-        _file_read("src/engine/ledger.py", 40, 6, 20),
-        _file_read("src/engine/queues.py", 300, 6, 40),
+        _file_read("src/engine/scopes.py", 100, 4, 0),
+        _file_read("src/engine/ledger.py", 40, 4, 20),
+        _file_read("src/engine/queues.py", 300, 4, 40),
     ]
     prose = [
         "THOUGHT: The overflow comes from `resolve_scope_0` in src/engine/scopes.py; it calls "
@@ -69,7 +69,7 @@ async def test_names_the_agent_used_and_read_survive_a_digest_at_one_eighth(mode
     assert d.tokens <= target < before
     # what the agent named in its own reasoning, and what it read, is named again later by the agent
     later = ("resolve_scope_0", "merge_frame_41", "load_bucket_22", "close_window_49", "BucketOverflow")
-    later += ("scope_resolve_seen", "_window22_pending", "window_load_seen", "_cursor45_pending")
+    later += ("scope_resolve_seen", "_window22_pending", "queue_flush_seen", "_window42_pending")
     for name in later:
         assert name in d.text, (name, d.text)
     region = "\n".join(i.text for i in items)
