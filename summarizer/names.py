@@ -91,7 +91,20 @@ class _Seen:
     first: int  # order of first occurrence
 
 
-def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
+@dataclass(frozen=True)
+class Ranked:
+    names: tuple[str, ...] = ()  # most likely to be named again first
+    strong: int = 0  # how many leading names the agent wrote or a tool output defines (tiers 1-2)
+
+    def room(self, present: str) -> int:
+        """Characters the strong names not yet in `present` take on the names line."""
+        return sum(len(n) + 1 for n in self.names[: self.strong] if n not in present)
+
+
+NO_NAMES: Final = Ranked()
+
+
+def ranked_names(items: Sequence[Item]) -> Ranked:
     """The region's names, most likely to be named again first (module docstring); at most MAX_NAMES."""
     seen: dict[str, _Seen] = {}
     for it in items:
@@ -109,7 +122,8 @@ def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
             else:
                 seen[name] = _Seen(min(tier, old.tier), old.sections + 1, old.count + n, old.first)
     order = sorted(seen, key=lambda x: (seen[x].tier, -seen[x].sections, seen[x].count, seen[x].first))
-    return tuple(order[:MAX_NAMES])
+    order = order[:MAX_NAMES]
+    return Ranked(tuple(order), sum(seen[x].tier < 2 for x in order))
 
 
 def pick_names(names: Sequence[str], present: str, max_chars: int) -> list[str]:

@@ -91,11 +91,11 @@ def test_ranked_names_put_the_agents_own_words_first_then_definitions() -> None:
         Item("s2", "assistant", "The bug is in `parse_header`; see MyReader in io_utils.py.", 15),
         Item("s3", "digest", "[compactd digest ...] old_name_in_digest", 10),
     ]
-    ranked = ranked_names(items)
+    ranked = ranked_names(items).names
     assert ranked[:3] == ("parse_header", "MyReader", "io_utils.py")
     assert ranked[3] == "helper_fn"
     assert "old_name_in_digest" not in ranked  # an earlier digest is already in view verbatim
-    assert "__init__" not in ranked_names([Item("s", "tool_result", "def __init__(self): pass", 5)])
+    assert "__init__" not in ranked_names([Item("s", "tool_result", "def __init__(self): pass", 5)]).names
 
 
 def test_pick_names_skips_what_is_shown_and_fits_its_room() -> None:
