@@ -36,7 +36,7 @@ from summarizer.engine import EngineSettings, Generation, GenerationTimeout, Lla
 from summarizer.gguf import ModelError
 from summarizer.items import Gist, Item
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
-from summarizer.names import NO_NAMES, Ranked, ranked_names
+from summarizer.names import ranked_names
 from summarizer.safety import redact
 
 __all__ = [
@@ -168,7 +168,7 @@ class Summarizer:
         # (binary-like sections are no source of facts: compress shows them as a note)
         source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
         names = ranked_names(items)
-        skip = frozenset({"identifier"}) if names.strong else frozenset()  # the names line carries them
+        skip = frozenset({"identifier"}) if names else frozenset()  # the names line carries them, compactly
         facts = FactPicker(redact(source), target_tokens, skip)
         renderers = Renderers(ref)  # each section prepared once for the whole size search
         gists, gens, rejected = await self._gists(items, target_tokens)
@@ -210,7 +210,7 @@ class Summarizer:
         facts: FactPicker,
         gists: Sequence[Gist],
         target_tokens: int,
-        names: Ranked = NO_NAMES,
+        names: Sequence[str] = (),
     ) -> tuple[str, int, tuple[str, ...]]:
         """Render with the largest character budget whose digest fits `target_tokens` (a short
         search: token counts grow with the budget); if none fits, the smallest rendering."""
@@ -235,11 +235,6 @@ class Summarizer:
                     break
                 budget = max(200, int(budget * max(0.4, min(0.92, target_tokens / result[1]))))
         if fits is not None:
-            for fill in (1.0, 0.5, 0.25) if names.names else ():  # more names where the target allows
-                text, carried = render(items, renderers, before, facts, gists, fits[0], names, fill)
-                tokens = self.count(text)
-                if tokens <= target_tokens:
-                    return text, tokens, carried
             return fits[1]
         assert over is not None
         return over[1]

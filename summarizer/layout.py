@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from summarizer.compress import Renderer
 from summarizer.facts import extract_facts, extract_statements, without_echoes
 from summarizer.items import Gist, Item
-from summarizer.names import NO_NAMES, Ranked, pick_names
+from summarizer.names import pick_names
 from summarizer.safety import defang, instruction_like
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})
@@ -63,8 +63,7 @@ def render(
     facts: FactPicker,
     gists: Sequence[Gist],
     budget_chars: int,
-    names: Ranked = NO_NAMES,
-    fill: float = 0.0,
+    names: Sequence[str] = (),
 ) -> tuple[str, tuple[str, ...]]:
     """The digest text for a character budget, and the key facts it carries verbatim.
 
@@ -72,10 +71,7 @@ def render(
     sections need (at least FACTS_FLOOR of it, though). Sections get what is left, as their
     compressed renderings trimmed fairly (largest first); when that is too little for a line each,
     they are only listed. The key-facts line carries the facts that the rendered sections and gists
-    do not already contain verbatim, as many as fit. The names line may take up to NAMES_SHARE of the
-    budget from the facts, for the names the agent wrote or a tool output defines, and `fill` (0..1)
-    of the room the rest leaves: the size search runs at 0, so names never shrink the sections; the
-    digest then fills what its token target still allows (summarizer.digest).
+    do not already contain verbatim, as many as fit.
     """
     ref = renderers.ref
     head = header(items, ref, before)
@@ -98,12 +94,10 @@ def render(
         lines = [f"- {it.id} {it.kind}: {_one_block(body)}" for it, body in zip(items, bodies, strict=True)]
     present = "\n".join([*summaries, *lines])
     used = fixed + sum(len(x) + 1 for x in lines)
-    names_room = min(int(budget_chars * NAMES_SHARE), names.room(present))
+    names_room = int(budget_chars * NAMES_SHARE) if names else 0
     kept = facts.pick(max(facts_room, budget_chars - used) - names_room, present)
     used += sum(len(f) + 3 for f in kept) + 48
-    left = budget_chars - used - len(NAMES_LABEL)  # the names' share and what facts and sections left
-    room = min(left, names_room + int(max(0, left - names_room) * fill))
-    named = pick_names(names.names, present + "\n" + "\n".join(kept), room)
+    named = pick_names(names, present + "\n" + "\n".join(kept), budget_chars - used - len(NAMES_LABEL))
     out = [head]
     if kept:
         out.append("Key facts (quoted verbatim from the sections): " + " | ".join(kept))

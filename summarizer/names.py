@@ -91,20 +91,7 @@ class _Seen:
     first: int  # order of first occurrence
 
 
-@dataclass(frozen=True)
-class Ranked:
-    names: tuple[str, ...] = ()  # most likely to be named again first
-    strong: int = 0  # how many leading names the agent wrote or a tool output defines (tiers 1-2)
-
-    def room(self, present: str) -> int:
-        """Characters the strong names not yet in `present` take on the names line."""
-        return sum(len(n) + 1 for n in self.names[: self.strong] if n not in present)
-
-
-NO_NAMES: Final = Ranked()
-
-
-def ranked_names(items: Sequence[Item]) -> Ranked:
+def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
     """The region's names, most likely to be named again first (module docstring); at most MAX_NAMES."""
     seen: dict[str, _Seen] = {}
     for it in items:
@@ -122,8 +109,7 @@ def ranked_names(items: Sequence[Item]) -> Ranked:
             else:
                 seen[name] = _Seen(min(tier, old.tier), old.sections + 1, old.count + n, old.first)
     order = sorted(seen, key=lambda x: (seen[x].tier, -seen[x].sections, seen[x].count, seen[x].first))
-    order = order[:MAX_NAMES]
-    return Ranked(tuple(order), sum(seen[x].tier < 2 for x in order))
+    return tuple(order[:MAX_NAMES])
 
 
 def pick_names(names: Sequence[str], present: str, max_chars: int) -> list[str]:

@@ -39,6 +39,8 @@ def _region() -> list[Item]:
         _file_read("src/engine/scopes.py", 100, 4, 0),
         _file_read("src/engine/ledger.py", 40, 4, 20),
         _file_read("src/engine/queues.py", 300, 4, 40),
+        _file_read("src/engine/frames.py", 10, 4, 60),
+        _file_read("src/engine/shards.py", 500, 4, 80),
     ]
     prose = [
         "THOUGHT: The overflow comes from `resolve_scope_0` in src/engine/scopes.py; it calls "
@@ -47,6 +49,8 @@ def _region() -> list[Item]:
         "full. Let me check the queue module too.",
         "THOUGHT: Nothing in queues.py sets the limit either. I will look at how `close_window_49` "
         "is called.",
+        "THOUGHT: The frames module has the same pattern. Let me look at the shards module.",
+        "THOUGHT: So every module reads the value without a limit. Let me write the fix now.",
     ]
     items: list[Item] = []
     for k, (p, r) in enumerate(zip(prose, reads, strict=True)):
@@ -91,11 +95,11 @@ def test_ranked_names_put_the_agents_own_words_first_then_definitions() -> None:
         Item("s2", "assistant", "The bug is in `parse_header`; see MyReader in io_utils.py.", 15),
         Item("s3", "digest", "[compactd digest ...] old_name_in_digest", 10),
     ]
-    ranked = ranked_names(items).names
+    ranked = ranked_names(items)
     assert ranked[:3] == ("parse_header", "MyReader", "io_utils.py")
     assert ranked[3] == "helper_fn"
     assert "old_name_in_digest" not in ranked  # an earlier digest is already in view verbatim
-    assert "__init__" not in ranked_names([Item("s", "tool_result", "def __init__(self): pass", 5)]).names
+    assert "__init__" not in ranked_names([Item("s", "tool_result", "def __init__(self): pass", 5)])
 
 
 def test_pick_names_skips_what_is_shown_and_fits_its_room() -> None:
