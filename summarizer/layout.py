@@ -95,7 +95,7 @@ def render(
     present = "\n".join([*summaries, *lines])
     used = fixed + sum(len(x) + 1 for x in lines)
     names_room = int(budget_chars * NAMES_SHARE) if names else 0
-    kept = facts.pick(max(facts_room, budget_chars - used) - names_room, present)
+    kept = facts.pick(max(facts_room, budget_chars - used), present, reserved=names_room)
     used += sum(len(f) + 3 for f in kept) + 48
     named = pick_names(names, present + "\n" + "\n".join(kept), budget_chars - used - len(NAMES_LABEL))
     out = [head]
@@ -202,10 +202,12 @@ class FactPicker:
     def natural_chars(self) -> int:
         return sum(len(f) + 3 for f in self.all())
 
-    def pick(self, max_chars: int, present: str) -> list[str]:
-        """Facts not already in `present`, whose line fits `max_chars`: the largest extraction (a
-        smaller one keeps every category's share) that fits, then more facts from the full
-        extraction while they fit. A fact contained in another chosen fact is carried by it."""
+    def pick(self, max_chars: int, present: str, reserved: int = 0) -> list[str]:
+        """Facts not already in `present`, whose line fits `max_chars - reserved`: the largest
+        extraction (a smaller one keeps every category's share) that fits, then more facts from the
+        full extraction while they fit. A fact contained in another chosen fact is carried by it.
+        Stated facts get their share of all of `max_chars`: the `reserved` room (the names line's)
+        comes out of the extracted facts only."""
 
         def size(fs: Sequence[str]) -> int:
             return sum(len(f) + 3 for f in fs) + 48
@@ -215,7 +217,7 @@ class FactPicker:
             fresh = f not in present and not any(f in c for c in stated)
             if fresh and size([*stated, f]) <= max_chars * STATEMENT_SHARE:
                 stated.append(f)
-        room = max_chars - (size(stated) - 48 if stated else 0)
+        room = max_chars - reserved - (size(stated) - 48 if stated else 0)
         n = self.most
         while True:
             chosen = without_echoes(
@@ -230,7 +232,7 @@ class FactPicker:
         for f in [*without_echoes([f for f in self.all() if f not in present]), *self.statements()]:
             if f in present or f in chosen or any(f in c for c in chosen):
                 continue
-            if size([*chosen, f]) <= max_chars:
+            if size([*chosen, f]) <= max_chars - reserved:
                 chosen.append(f)
         order = {f: k for k, f in enumerate(self.all())}
         return sorted(chosen, key=lambda f: order.get(f, len(order)))
