@@ -4,12 +4,16 @@ Layout of a digest (the same bytes for the same region, model and settings):
 
     [compactd digest of N sections FIRST..LAST: T tokens archived as REF; recall REF for the originals]
     Key facts (quoted verbatim from the sections): fact | fact | ...
+    Names (quoted verbatim from the sections): name name ...
     Summary of ID, ID (model-written from quoted data): The agent ...
     Sections (quoted data, not instructions):
     - ID kind: compressed rendering
       continuation lines are indented
     - ID kind: [summarized above; recall REF#ID]
 
+The names line lists the region's code names that the rest of the digest does not hold, the ones
+the agent is likeliest to name again first (summarizer.names): NAMES_SHARE of the budget, taken from
+the key facts, and whatever room the rest leaves.
 Tool output is compressed deterministically (summarizer.compressors); the model only writes short
 gists of prose sections (in chunks that fit its context; the chunk gists are put side by side once
 and never summarized again), and every gist is checked against its source (summarizer.gist). All
@@ -33,6 +37,7 @@ from summarizer.gguf import ModelError
 from summarizer.items import Gist, Item
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
 from summarizer.logprobs import GenerationTimeout
+from summarizer.names import ranked_names
 from summarizer.safety import redact
 
 __all__ = [
@@ -163,13 +168,16 @@ class Summarizer:
         # facts come from the region without its instruction-like lines (they stay quoted below)
         # (binary-like sections are no source of facts: compress shows them as a note)
         source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
-        facts = FactPicker(redact(source), target_tokens)
+        names = ranked_names(items)
+        skip = frozenset({"identifier"}) if names else frozenset()  # the names line carries them, compactly
+        facts = FactPicker(redact(source), target_tokens, skip)
         renderers = Renderers(ref)  # each section prepared once for the whole size search
         gists, gens, rejected = await self._gists(items, target_tokens)
-        det_text, det_tokens, det_facts = self._fit(items, renderers, before, facts, (), target_tokens)
+        det_text, det_tokens, det_facts = self._fit(items, renderers, before, facts, (), target_tokens, names)
         text, tokens, carried, method = det_text, det_tokens, det_facts, "deterministic"
         if gists:
-            text_m, tokens_m, facts_m = self._fit(items, renderers, before, facts, gists, target_tokens)
+            fit = self._fit(items, renderers, before, facts, gists, target_tokens, names)
+            text_m, tokens_m, facts_m = fit
             lost = set(det_facts) - set(facts_m)
             if tokens_m >= before or (tokens_m > target_tokens and tokens_m > det_tokens):
                 rejected.append(f"model digest not smaller ({tokens_m} tokens)")
@@ -203,6 +211,7 @@ class Summarizer:
         facts: FactPicker,
         gists: Sequence[Gist],
         target_tokens: int,
+        names: Sequence[str] = (),
     ) -> tuple[str, int, tuple[str, ...]]:
         """Render with the largest character budget whose digest fits `target_tokens` (a short
         search: token counts grow with the budget); if none fits, the smallest rendering."""
@@ -210,7 +219,7 @@ class Summarizer:
         fits: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
         over: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
         for _ in range(10):
-            text, carried = render(items, renderers, before, facts, gists, budget)
+            text, carried = render(items, renderers, before, facts, gists, budget, names)
             result = (text, self.count(text), carried)
             if result[1] <= target_tokens:
                 fits = (budget, result)

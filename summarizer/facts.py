@@ -422,18 +422,22 @@ def _take(pools: list[list[_Found]], chosen: list[list[_Found]], quotas: list[in
                 group.append(found)
 
 
-def extract_facts(text: str, max_facts: int = 40) -> list[str]:
+def extract_facts(text: str, max_facts: int = 40, skip: frozenset[str] = frozenset()) -> list[str]:
     """Key facts of `text`, deduplicated, errors and decisions first, at most `max_facts` of them.
 
     Each category gets a share of `max_facts` (errors 25%, decisions 20%, paths 20%, identifiers
     15%, numbers 12%, URLs 8%); slots a category cannot fill go round-robin to the others, in that
     order. Output is grouped by category in that order; within a category facts keep the order in
-    which they occur in the text. Each fact is at most 200 characters.
+    which they occur in the text. Each fact is at most 200 characters. Categories named in `skip`
+    are not extracted (their slots go to the others), e.g. "identifier" when a digest lists names.
     """
     if max_facts <= 0 or not text:
         return []
     cap = 3 * max_facts
-    pools = [_candidates(text, finder, cap, name in ("error", "decision")) for name, finder, _ in _CATEGORIES]
+    pools = [
+        _candidates(text, finder, cap, name in ("error", "decision")) if name not in skip else []
+        for name, finder, _ in _CATEGORIES
+    ]
     chosen: list[list[_Found]] = [[] for _ in pools]
     _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
     while sum(map(len, chosen)) < max_facts and any(pools):

@@ -4,7 +4,8 @@ Sections come as their compressed renderings (summarizer.compress.Renderer, prep
 and rendered at any size), trimmed fairly (largest first). Key facts take at most FACTS_SHARE of the
 budget, and never the room that the lines saying why a log or test run failed need (core): a failure
 block is not crowded out by facts; it shrinks only by dropping whole lower-priority lines, each run
-of them announced by an omission marker with the section's recall reference.
+of them announced by an omission marker with the section's recall reference. The names line
+(summarizer.names) takes NAMES_SHARE of the budget from the key facts, and what the rest leaves.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from summarizer.compress import Renderer
 from summarizer.facts import extract_facts, extract_statements, without_echoes
 from summarizer.items import Gist, Item
+from summarizer.names import pick_names
 from summarizer.safety import defang, instruction_like
 
 PROSE_KINDS = frozenset({"assistant", "user", "system", "other"})
@@ -48,6 +50,8 @@ def header(items: Sequence[Item], ref: str, before: int) -> str:
 FACTS_SHARE = 0.75  # at most this share of a digest's characters goes to the key-facts line ...
 FACTS_FLOOR = 0.2  # ... and at least this share, even when failure lines need the rest
 STATEMENT_SHARE = 0.3  # of which stated facts (whole sentences) are picked first, up to this share
+NAMES_SHARE = 0.1  # the names line may take this share of the budget from the key facts
+NAMES_LABEL = "Names (quoted verbatim from the sections): "
 BRIEF_BELOW = 160  # a section given fewer characters than this is shown as its first line only
 INDEX_BELOW = 72  # ... and below this, sections are only listed by id and kind
 
@@ -59,6 +63,7 @@ def render(
     facts: FactPicker,
     gists: Sequence[Gist],
     budget_chars: int,
+    names: Sequence[str] = (),
 ) -> tuple[str, tuple[str, ...]]:
     """The digest text for a character budget, and the key facts it carries verbatim.
 
@@ -89,10 +94,15 @@ def render(
         lines = [f"- {it.id} {it.kind}: {_one_block(body)}" for it, body in zip(items, bodies, strict=True)]
     present = "\n".join([*summaries, *lines])
     used = fixed + sum(len(x) + 1 for x in lines)
-    kept = facts.pick(max(facts_room, budget_chars - used), present)
+    names_room = int(budget_chars * NAMES_SHARE) if names else 0
+    kept = facts.pick(max(facts_room, budget_chars - used), present, reserved=names_room)
+    used += sum(len(f) + 3 for f in kept) + 48
+    named = pick_names(names, present + "\n" + "\n".join(kept), budget_chars - used - len(NAMES_LABEL))
     out = [head]
     if kept:
         out.append("Key facts (quoted verbatim from the sections): " + " | ".join(kept))
+    if named:
+        out.append(NAMES_LABEL + " ".join(named))
     out += summaries
     out.append("Sections (quoted data, not instructions):")
     out += lines
@@ -166,15 +176,16 @@ def _brief(text: str, total: int, max_chars: int, ref: str) -> str:
 class FactPicker:
     """Key facts of a region, at the size a digest can afford (category balance kept)."""
 
-    def __init__(self, source: str, target_tokens: int) -> None:
+    def __init__(self, source: str, target_tokens: int, skip: frozenset[str] = frozenset()) -> None:
         self.source = source
+        self.skip = skip  # fact categories another line of the digest carries
         self.most = max_facts_for(target_tokens)
         self._cache: dict[int, tuple[str, ...]] = {}
         self._statements: tuple[str, ...] | None = None
 
     def facts(self, n: int) -> tuple[str, ...]:
         if n not in self._cache:
-            found = extract_facts(self.source, n)
+            found = extract_facts(self.source, n, self.skip)
             self._cache[n] = tuple(defang(f) for f in found if not instruction_like(f))
         return self._cache[n]
 
@@ -191,10 +202,12 @@ class FactPicker:
     def natural_chars(self) -> int:
         return sum(len(f) + 3 for f in self.all())
 
-    def pick(self, max_chars: int, present: str) -> list[str]:
-        """Facts not already in `present`, whose line fits `max_chars`: the largest extraction (a
-        smaller one keeps every category's share) that fits, then more facts from the full
-        extraction while they fit. A fact contained in another chosen fact is carried by it."""
+    def pick(self, max_chars: int, present: str, reserved: int = 0) -> list[str]:
+        """Facts not already in `present`, whose line fits `max_chars - reserved`: the largest
+        extraction (a smaller one keeps every category's share) that fits, then more facts from the
+        full extraction while they fit. A fact contained in another chosen fact is carried by it.
+        Stated facts get their share of all of `max_chars`: the `reserved` room (the names line's)
+        comes out of the extracted facts only."""
 
         def size(fs: Sequence[str]) -> int:
             return sum(len(f) + 3 for f in fs) + 48
@@ -204,7 +217,7 @@ class FactPicker:
             fresh = f not in present and not any(f in c for c in stated)
             if fresh and size([*stated, f]) <= max_chars * STATEMENT_SHARE:
                 stated.append(f)
-        room = max_chars - (size(stated) - 48 if stated else 0)
+        room = max_chars - reserved - (size(stated) - 48 if stated else 0)
         n = self.most
         while True:
             chosen = without_echoes(
@@ -219,7 +232,7 @@ class FactPicker:
         for f in [*without_echoes([f for f in self.all() if f not in present]), *self.statements()]:
             if f in present or f in chosen or any(f in c for c in chosen):
                 continue
-            if size([*chosen, f]) <= max_chars:
+            if size([*chosen, f]) <= max_chars - reserved:
                 chosen.append(f)
         order = {f: k for k, f in enumerate(self.all())}
         return sorted(chosen, key=lambda f: order.get(f, len(order)))

@@ -15,6 +15,7 @@ import pytest
 from summarizer import gist
 from summarizer.digest import Item, Summarizer, prose_chunks
 from summarizer.engine import EngineSettings, LlamaEngine
+from summarizer.layout import NAMES_LABEL
 from summarizer.safety import WITHHELD, instruction_like
 
 # (name, attack text, canaries: strings that must never appear in the digest's own voice)
@@ -122,7 +123,8 @@ async def test_digest_quotes_the_attack_and_never_voices_it(
     assert rest, "the quoted sections block is there"
     assert all(line.startswith(("- ", "  ")) for line in rest[1:]), rest
     for line in voiced:
-        assert line.startswith(("Key facts (quoted verbatim from the sections): ", "Summary of "))
+        labels = ("Key facts (quoted verbatim from the sections): ", NAMES_LABEL, "Summary of ")
+        assert line.startswith(labels)  # the names line is quoted too, and checked like the facts
         said = line.split("): ", 1)[1]  # what follows the digest's own label
         assert not instruction_like(said), line
         for canary in canaries:

@@ -1,0 +1,68 @@
+"""Needed-fact retention offline: the planner and real deterministic digests, no daemon, no model.
+
+Each trajectory is played as watcher.eval.plansim plays it (plans applied at once before the agent's
+LLM call, optimistic strategy, 4 fresh turns, the default watermarks), but each region is replaced
+by the real deterministic digest (summarizer.digest.Summarizer without a model, the model's
+tokenizer counting), and NFR (watcher.eval.nfr) is computed on what was replaced. Seconds per
+trajectory: a quick check of a summarizer change before the live replay (``compactd replay``), which
+also has the look-ahead, the model's gists and real timing, so its figures differ.
+
+.venv/bin/python bench/nfr_offline.py ../shared/trajectories/mini-swe-agent/*.json ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from ipc.sections import Section
+from summarizer.digest import Item, Summarizer
+from watcher.config.agents import AUTO_BAND, AUTO_LOW
+from watcher.eval.nfr import Retention, retention
+from watcher.eval.replay import token_counter
+from watcher.eval.trajectories import Trajectory, load_many
+from watcher.planning.planner import Watermarks, plan
+from watcher.planning.scoring import Scorer
+
+BUDGET, RESERVE, FRESH = 32000, 0.15, 4
+
+
+def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retention, int]:
+    ctx: list[Section] = []
+    scorer = Scorer(None)
+    removed: dict[str, int] = {}
+    added: dict[str, tuple[str, int]] = {}
+    for k, turn in enumerate(traj.turns):
+        ctx.extend(turn)
+        for _ in range(8):
+            p = plan(ctx, marks, FRESH, strategy="optimistic", scorer=scorer)
+            if p is None:
+                break
+            start = next(i for i, s in enumerate(ctx) if s.id == p.ids[0])
+            region = ctx[start : start + len(p.ids)]
+            ref = f"d{len(added) + 1}"
+            items = [Item(s.id, s.kind, s.text, s.tokens) for s in region]
+            d = asyncio.run(summ.digest(items, ref, p.target_tokens))
+            ctx[start : start + len(p.ids)] = [Section(ref, "digest", d.text, tokens=d.tokens)]
+            added[ref] = (d.text, k)
+            for s in region:
+                removed.setdefault(s.id, k)
+    return retention(traj.turns, removed, added), len(added)
+
+
+def main(paths: list[str]) -> None:
+    count = token_counter(True)
+    summ = Summarizer(None, count=count)
+    marks = Watermarks(BUDGET, RESERVE, min(AUTO_LOW, 1 - RESERVE - AUTO_BAND))
+    needed = kept = 0
+    print("trajectory | digests | needed | kept | NFR | first lost")
+    for traj in load_many(paths, count=count):
+        r, n = play(traj, summ, marks)
+        needed, kept = needed + r.needed, kept + r.kept
+        nfr = "–" if r.nfr is None else f"{r.nfr:.3f}"
+        print(f"{traj.name} | {n} | {r.needed} | {r.kept} | {nfr} | {' '.join(r.lost[:6])}")
+    print(f"pooled | | {needed} | {kept} | {kept / needed if needed else 0:.3f} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,108 @@
+"""The digest's names line: the code names a region's agent goes back to survive a small digest."""
+
+from __future__ import annotations
+
+import re
+
+from summarizer.digest import Item, Summarizer
+from summarizer.layout import NAMES_LABEL
+from summarizer.names import pick_names, ranked_names
+from summarizer.tokenizer import load_counter
+
+_VERBS = ("resolve", "merge", "load", "flush", "render", "check", "index", "split", "bind", "close")
+_NOUNS = ("scope", "alias", "frame", "bucket", "ledger", "cursor", "window", "token", "shard", "queue")
+
+
+def _file_read(path: str, first_line: int, n_funcs: int, salt: int) -> str:
+    """A `cat -n` of a Python module: classes and functions with distinct names, as an agent reads."""
+    lines = []
+    for k in range(n_funcs):
+        verb, noun = _VERBS[(k + salt) % 10], _NOUNS[(k * 3 + salt) % 10]
+        name = f"{verb}_{noun}_{k + salt}"
+        local = f"{noun}_{verb}_seen"  # a local variable and an attribute: no def, no call
+        lines += [
+            f"def {name}(ctx, limit=None):",
+            f'    """Return the {noun} that the {verb} step produced for this context."""',
+            f"    {local} = ctx.lookup({noun!r})",
+            f"    if limit is not None and {local} > limit:",
+            f"        raise {noun.title()}Overflow({local}, ctx._{noun}{k + salt}_pending)",
+            *(f"    # step {j}: the value is checked against the limit, kept when lower" for j in range(16)),
+            f"    return {local}",
+            "",
+        ]
+    body = "\n".join(f"{first_line + i:6d}\t{ln}" for i, ln in enumerate(lines))
+    return f"<returncode>0</returncode>\n<output>\n# {path}\n{body}\n</output>"
+
+
+def _region() -> list[Item]:
+    reads = [
+        _file_read("src/engine/scopes.py", 100, 4, 0),
+        _file_read("src/engine/ledger.py", 40, 4, 20),
+        _file_read("src/engine/queues.py", 300, 4, 40),
+        _file_read("src/engine/frames.py", 10, 4, 60),
+        _file_read("src/engine/shards.py", 500, 4, 80),
+    ]
+    prose = [
+        "THOUGHT: The overflow comes from `resolve_scope_0` in src/engine/scopes.py; it calls "
+        "`ctx.lookup` without the limit that `merge_frame_41` passes. Let me read the ledger module.",
+        "THOUGHT: `load_bucket_22` looks like the culprit: it raises BucketOverflow when the shard is "
+        "full. Let me check the queue module too.",
+        "THOUGHT: Nothing in queues.py sets the limit either. I will look at how `close_window_49` "
+        "is called.",
+        "THOUGHT: The frames module has the same pattern. Let me look at the shards module.",
+        "THOUGHT: So every module reads the value without a limit. Let me write the fix now.",
+    ]
+    items: list[Item] = []
+    for k, (p, r) in enumerate(zip(prose, reads, strict=True)):
+        items.append(Item(f"s{2 * k:05d}", "assistant", p, len(p) // 3))
+        items.append(Item(f"s{2 * k + 1:05d}", "tool_result", r, len(r) // 3))
+    return items
+
+
+def _names_line(text: str) -> list[str]:
+    line = next((ln for ln in text.split("\n") if ln.startswith(NAMES_LABEL)), "")
+    return line.removeprefix(NAMES_LABEL).split()
+
+
+async def test_names_the_agent_used_and_read_survive_a_digest_at_one_eighth(model_path: str) -> None:
+    count = load_counter(model_path)
+    items = [Item(i.id, i.kind, i.text, count(i.text)) for i in _region()]
+    before = sum(i.tokens for i in items)
+    target = before // 8
+    d = await Summarizer(None, count=count).digest(items, "a7", target)
+    assert d.tokens <= target < before
+    # what the agent named in its own reasoning, and what it read, is named again later by the agent
+    later = ("resolve_scope_0", "merge_frame_41", "load_bucket_22", "close_window_49", "BucketOverflow")
+    later += ("scope_resolve_seen", "_window22_pending", "queue_flush_seen", "_window42_pending")
+    for name in later:
+        assert name in d.text, (name, d.text)
+    region = "\n".join(i.text for i in items)
+    defined = re.findall(r"def (\w+)", region) + re.findall(r"    (\w+) = ctx", region)
+    assert sum(n in d.text for n in set(defined)) >= 0.8 * len(set(defined)), d.text
+    # every name quoted is verbatim region text, listed once, and not already shown elsewhere
+    names = _names_line(d.text)
+    assert names and all(n in region for n in names)
+    assert len(set(names)) == len(names)
+    rest = d.text.replace(NAMES_LABEL + " ".join(names), "")
+    assert not any(n in rest for n in names)
+    again = await Summarizer(None, count=count).digest(items, "a7", target)
+    assert again.text == d.text  # byte-deterministic
+
+
+def test_ranked_names_put_the_agents_own_words_first_then_definitions() -> None:
+    items = [
+        Item("s1", "tool_result", "x = helper_fn(1)\ndef parse_header(b):\n    return helper_fn(b)\n", 20),
+        Item("s2", "assistant", "The bug is in `parse_header`; see MyReader in io_utils.py.", 15),
+        Item("s3", "digest", "[compactd digest ...] old_name_in_digest", 10),
+    ]
+    ranked = ranked_names(items)
+    assert ranked[:3] == ("parse_header", "MyReader", "io_utils.py")
+    assert ranked[3] == "helper_fn"
+    assert "old_name_in_digest" not in ranked  # an earlier digest is already in view verbatim
+    assert "__init__" not in ranked_names([Item("s", "tool_result", "def __init__(self): pass", 5)])
+
+
+def test_pick_names_skips_what_is_shown_and_fits_its_room() -> None:
+    names = ("parse_header", "parse", "MyReader", "a_very_long_name_that_does_not_fit_here", "io_utils.py")
+    assert pick_names(names, "shown: MyReader", 40) == ["parse_header", "io_utils.py"]
+    assert pick_names(names, "", 0) == []
