@@ -27,7 +27,7 @@ from watcher.config.schema import (
     AgentOverride,
     Config,
 )
-from watcher.config.source import ConfigError, Source, Value, dotted, error, unknown
+from watcher.config.source import ConfigError, Source, Value, dotted, error, read_utf8, unknown
 from watcher.config.spec import KeySpec
 
 CONFIG_NAME: Final = "compactd.toml"
@@ -42,12 +42,7 @@ _Values = dict[str, dict[str, Value]]  # section -> key -> value
 
 
 def _read(path: Path) -> tuple[Source, dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    text = read_utf8(path, ConfigError)
     src = Source(path, text)
     try:
         return src, tomllib.loads(text)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,17 @@ from typing import Any
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the file, line and key (or the variable)."""
+
+
+def read_utf8(path: Path, error: Callable[[str], Exception]) -> str:
+    """A text file the user named (config, canaries, trajectories), or ``error`` saying why not:
+    ``PATH: cannot read: REASON`` or ``PATH: not UTF-8 text: REASON at byte N``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
 
 
 @dataclass(frozen=True)

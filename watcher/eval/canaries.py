@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ipc.sections import Section
+from watcher.config.source import read_utf8
 from watcher.eval.trajectories import Counter, Trajectory
 
 CANARY_KINDS: Final = ("user", "tool", "assistant")
@@ -47,12 +48,7 @@ class Canary:
 def load_canaries(path: str | Path) -> list[str]:
     """One sentence per line; blank lines and lines starting with ``#`` are skipped."""
     p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CanaryError(f"{p}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise CanaryError(f"{p}: not UTF-8 text: {exc.reason}") from exc
+    raw = read_utf8(p, CanaryError)
     out: list[str] = []
     seen: dict[str, int] = {}
     for lineno, line in enumerate(raw.splitlines(), 1):

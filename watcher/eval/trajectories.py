@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ipc.sections import Section
+from watcher.config.source import read_utf8
 
 MINI = "mini-swe-agent"
 OPENHANDS = "openhands"
@@ -82,12 +83,7 @@ class Trajectory:
 def load(path: str | Path, count: Counter | None = None) -> list[Trajectory]:
     """Load every trajectory in one file (1 for mini-swe-agent and SWE-agent, 1 per jsonl line)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TrajectoryError(f"{p}: cannot read: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise TrajectoryError(f"{p}: not UTF-8 text: {exc.reason}") from exc
+    text = read_utf8(p, TrajectoryError)
     try:
         whole = json.loads(text)
     except json.JSONDecodeError as exc:
