@@ -8,9 +8,10 @@ local engine as its fallback). Code that only needs these methods takes a ``Back
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, Unpack
 
 from summarizer.engine import EngineSettings, Generation
+from summarizer.loader import GenerateOptions
 from summarizer.logprobs import Scoring
 
 
@@ -18,14 +19,7 @@ class Backend(Protocol):
     settings: EngineSettings
 
     async def generate(
-        self,
-        prefix: str,
-        data: str,
-        suffix: str,
-        max_tokens: int | None = None,
-        timeout_s: float | None = None,
-        prompt_lookup: int | None = None,
-        stop: tuple[str, ...] = (),
+        self, prefix: str, data: str, suffix: str, **opts: Unpack[GenerateOptions]
     ) -> Generation: ...
 
     async def score(self, prefix: str, pieces: Sequence[str], timeout_s: float | None = None) -> Scoring: ...

@@ -28,21 +28,44 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar, Unpack
 
 import numpy as np
 
 from summarizer.decoding import Decoder
 from summarizer.gguf import ModelError
-from summarizer.loader import EngineSettings, Generation, default_threads, load_model
+from summarizer.loader import EngineSettings, GenerateOptions, Generation, default_threads, load_model
 from summarizer.logprobs import Cancelled as _Cancelled
 from summarizer.logprobs import GenerationTimeout, Scoring, score_locked
 
-__all__ = ["STOP_TEXT", "EngineSettings", "Generation", "GenerationTimeout", "LlamaEngine", "default_threads"]
+__all__ = [
+    "STOP_TEXT",
+    "EngineSettings",
+    "GenerateOptions",
+    "Generation",
+    "GenerationTimeout",
+    "LlamaEngine",
+    "default_threads",
+]
 
 STOP_TEXT = ("<|im_end|>", "<|im_start|>")
 _R = TypeVar("_R")
+_CANCELLED = Generation("", 0, 0, 0, 0, 0.0, 0.0, "cancelled")
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One completion as the inference thread runs it."""
+
+    prefix: str
+    data: str
+    suffix: str
+    max_tokens: int
+    deadline: float
+    cancel: threading.Event
+    lookup: int  # draft tokens per step (0 = off)
+    stop: tuple[str, ...]
 
 
 class LlamaEngine:
@@ -135,14 +158,7 @@ class LlamaEngine:
 
     # --- jobs ------------------------------------------------------------------------------------
     async def generate(
-        self,
-        prefix: str,
-        data: str,
-        suffix: str,
-        max_tokens: int | None = None,
-        timeout_s: float | None = None,
-        prompt_lookup: int | None = None,
-        stop: tuple[str, ...] = (),
+        self, prefix: str, data: str, suffix: str, **opts: Unpack[GenerateOptions]
     ) -> Generation:
         """Run one completion on the inference thread; the caller's loop stays free.
 
@@ -154,16 +170,21 @@ class LlamaEngine:
         """
         if self._closed:
             raise ModelError("engine is closed")
-        deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.settings.timeout_s)
-        cancel = threading.Event()
-        limit = max_tokens or self.settings.max_tokens
-        lookup = self.settings.prompt_lookup if prompt_lookup is None else prompt_lookup
+        timeout_s, lookup, limit = opts.get("timeout_s"), opts.get("prompt_lookup"), opts.get("max_tokens")
+        job = _Job(
+            prefix,
+            data,
+            suffix,
+            max_tokens=limit or self.settings.max_tokens,
+            deadline=time.monotonic() + (timeout_s if timeout_s is not None else self.settings.timeout_s),
+            cancel=threading.Event(),
+            lookup=self.settings.prompt_lookup if lookup is None else lookup,
+            stop=STOP_TEXT + opts.get("stop", ()),
+        )
         try:
-            return await self._run(
-                self._generate_sync, prefix, data, suffix, limit, deadline, cancel, (lookup, STOP_TEXT + stop)
-            )
+            return await self._run(self._guarded, lambda: self._generate_locked(job), _CANCELLED)
         except asyncio.CancelledError:
-            cancel.set()  # checked between tokens
+            job.cancel.set()  # checked between tokens
             raise
 
     async def score(self, prefix: str, pieces: Sequence[str], timeout_s: float | None = None) -> Scoring:
@@ -174,29 +195,39 @@ class LlamaEngine:
             raise ModelError("engine is closed")
         deadline = time.monotonic() + (timeout_s if timeout_s is not None else self.settings.timeout_s)
         cancel = threading.Event()
+        listed = list(pieces)
         try:
-            return await self._run(self._score_sync, prefix, list(pieces), deadline, cancel)
+            return await self._run(
+                self._guarded,
+                lambda: self._score_locked(prefix, listed, deadline, cancel),
+                Scoring((), 0, 0, 0.0),
+            )
         except asyncio.CancelledError:
             cancel.set()
             raise
 
-    def _score_sync(
+    def _score_locked(
         self, prefix: str, pieces: list[str], deadline: float, cancel: threading.Event
     ) -> Scoring:
+        result = score_locked(self, prefix, pieces, deadline, cancel)
+        self.scored_tokens_total += result.evaluated
+        self.score_s_total += result.seconds
+        return result
+
+    def _guarded(self, job: Callable[[], _R], cancelled: _R) -> _R:
+        """Run ``job`` on the inference thread holding the context's lock; a cancelled job gives
+        ``cancelled``; timeouts and prompts that do not fit are the caller's, other failures counted."""
         with self._lock:
             try:
-                result = score_locked(self, prefix, pieces, deadline, cancel)
+                return job()
             except _Cancelled:
                 self.cancelled += 1
-                return Scoring((), 0, 0, 0.0)
+                return cancelled
             except (GenerationTimeout, ValueError):
                 raise
             except Exception:
                 self.failures += 1
                 raise
-            self.scored_tokens_total += result.evaluated
-            self.score_s_total += result.seconds
-            return result
 
     async def prime(self, prefix: str) -> int:
         """Evaluate ``prefix`` now so the next job reuses it (e.g. right after loading); returns its
@@ -301,49 +332,17 @@ class LlamaEngine:
         ptr = self._llm._ctx.get_logits_ith(i)
         return np.ctypeslib.as_array(ptr, shape=(self._llm.n_vocab(),))
 
-    def _generate_sync(
-        self,
-        prefix: str,
-        data: str,
-        suffix: str,
-        max_tokens: int,
-        deadline: float,
-        cancel: threading.Event,
-        options: tuple[int, tuple[str, ...]],
-    ) -> Generation:
-        with self._lock:
-            try:
-                return self._generate_locked(prefix, data, suffix, max_tokens, deadline, cancel, options)
-            except _Cancelled:
-                self.cancelled += 1
-                return Generation("", 0, 0, 0, 0, 0.0, 0.0, "cancelled")
-            except (GenerationTimeout, ValueError):
-                raise
-            except Exception:
-                self.failures += 1
-                raise
-
-    def _generate_locked(
-        self,
-        prefix: str,
-        data: str,
-        suffix: str,
-        max_tokens: int,
-        deadline: float,
-        cancel: threading.Event,
-        options: tuple[int, tuple[str, ...]],
-    ) -> Generation:
-        lookup, stop = options
-        tokens, n_prefix = self.prompt_tokens(prefix, data, suffix)
+    def _generate_locked(self, job: _Job) -> Generation:
+        deadline, cancel = job.deadline, job.cancel
+        tokens, n_prefix = self.prompt_tokens(job.prefix, job.data, job.suffix)
         room = self.n_ctx - len(tokens) - 1
         if room < 8 or len(tokens) <= n_prefix:
             raise ValueError(f"prompt of {len(tokens)} tokens leaves no room in a {self.n_ctx}-token context")
-        max_tokens = min(max_tokens, room)
         t0 = time.perf_counter()
         reused = self._prefill(tokens, n_prefix, deadline, cancel)
         t1 = time.perf_counter()
         self.current_tokens = 0
-        decoder = Decoder(self, tokens, max_tokens, stop)
+        decoder = Decoder(self, tokens, min(job.max_tokens, room), job.stop)
         draft: list[int] = []
         while True:
             # the logits of the last batch predict the next token after each of its positions
@@ -356,7 +355,7 @@ class LlamaEngine:
             if time.monotonic() > deadline:
                 self.timeouts += 1
                 raise GenerationTimeout(f"generation exceeded its deadline after {len(decoder.out)} tokens")
-            draft = decoder.draft(lookup)
+            draft = decoder.draft(job.lookup)
             self._decode([decoder.out[-1], *draft], logits_all=bool(draft))
         end = time.perf_counter()
         gen = Generation(

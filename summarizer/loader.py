@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from summarizer.gguf import ModelError, check_model_file, silence_llama_logs
 from summarizer.weights import convert
@@ -40,6 +40,15 @@ class Generation:
     stopped: str  # "stop" | "length" | "repetition" | "cancelled"
     drafted: int = 0  # prompt-lookup draft tokens proposed ...
     accepted: int = 0  # ... and accepted
+
+
+class GenerateOptions(TypedDict, total=False):
+    """The per-job options of ``generate`` (every backend takes them as keywords)."""
+
+    max_tokens: int | None  # None = the engine's setting
+    timeout_s: float | None  # None = the engine's setting; counted from the call
+    prompt_lookup: int | None  # draft tokens per step; None = the engine's setting
+    stop: tuple[str, ...]  # stop strings besides the chat-template markers
 
 
 def default_threads() -> int:

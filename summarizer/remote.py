@@ -21,12 +21,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import httpx
 
 from summarizer.backend import Backend
-from summarizer.engine import STOP_TEXT, EngineSettings, Generation, LlamaEngine
+from summarizer.engine import STOP_TEXT, EngineSettings, GenerateOptions, Generation, LlamaEngine
 from summarizer.gguf import ModelError
 from summarizer.logprobs import PieceScore, Scoring
 
@@ -146,17 +146,11 @@ class RemoteEngine:
 
     # --- the Backend protocol --------------------------------------------------------------------
     async def generate(
-        self,
-        prefix: str,
-        data: str,
-        suffix: str,
-        max_tokens: int | None = None,
-        timeout_s: float | None = None,
-        prompt_lookup: int | None = None,
-        stop: tuple[str, ...] = (),
+        self, prefix: str, data: str, suffix: str, **opts: Unpack[GenerateOptions]
     ) -> Generation:
-        deadline, remote_deadline = self._deadlines(timeout_s)
-        limit = max_tokens or self.settings.max_tokens
+        deadline, remote_deadline = self._deadlines(opts.get("timeout_s"))
+        limit = opts.get("max_tokens") or self.settings.max_tokens
+        stop = opts.get("stop", ())
         messages, lead = chat_messages(prefix, data, suffix)
         payload = {
             "messages": messages,
@@ -184,9 +178,8 @@ class RemoteEngine:
             if self.fallback is None:
                 raise ModelError(f"remote model failed and no local model: {failure}") from failure
             self.counts["fallbacks"] += 1
-            return await self.fallback.generate(
-                prefix, data, suffix, max_tokens, _left(deadline), prompt_lookup, stop
-            )
+            opts["timeout_s"] = _left(deadline)  # what is left of this call's deadline
+            return await self.fallback.generate(prefix, data, suffix, **opts)
         text = text.strip()
         if lead and text.startswith(lead.strip()):  # the reply repeats the prefilled start
             text = text[len(lead.strip()) :]

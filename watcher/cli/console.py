@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,23 +44,22 @@ def apply_run_flags(cfg: Config, args: argparse.Namespace) -> Config:
 
 def parse_metrics_flag(value: str) -> str:
     """``--metrics ADDR:PORT`` (or ``off``) as a metrics.listen value."""
-    if value.lower() in (OFF, ""):
-        return ""
-    try:
-        cfgmod.parse_listen(value)
-    except ValueError as exc:
-        raise UsageError(f"--metrics: {exc} (expected ADDR:PORT such as 127.0.0.1:9464, or 'off')") from None
-    return value
+    return _off_or(value, "--metrics", cfgmod.parse_listen, "ADDR:PORT such as 127.0.0.1:9464, or 'off'")
 
 
 def parse_mqtt_flag(value: str) -> str:
     """``--mqtt URL`` (or ``off``) as an mqtt.url value."""
+    return _off_or(value, "--mqtt", cfgmod.parse_mqtt_url, "mqtt://HOST[:PORT], or 'off'")
+
+
+def _off_or(value: str, flag: str, check: Callable[[str], object], expected: str) -> str:
+    """``value`` once ``check`` accepts it, "" for ``off``; a usage error naming ``flag`` otherwise."""
     if value.lower() in (OFF, ""):
         return ""
     try:
-        cfgmod.parse_mqtt_url(value)
+        check(value)
     except ValueError as exc:
-        raise UsageError(f"--mqtt: {exc} (expected mqtt://HOST[:PORT], or 'off')") from None
+        raise UsageError(f"{flag}: {exc} (expected {expected})") from None
     return value
 
 

@@ -85,6 +85,19 @@ class NotifySocket:
         self.sock.close()
 
 
+def daemon_argv(
+    endpoint: str, state_dir: Path, *, model: bool = False, config: str | None = None
+) -> list[str]:
+    """The command line of a `compactd run` on ``endpoint`` keeping its state in ``state_dir``
+    (this interpreter, so a test runs the daemon of the tree under test)."""
+    cmd = [sys.executable, "-m", "watcher", "run", "--socket", endpoint, "--state-dir", str(state_dir)]
+    if config:
+        cmd += ["--config", config]
+    if not model:
+        cmd.append("--no-model")
+    return cmd
+
+
 class DaemonProcess:
     """A real `compactd run` subprocess on a private socket, stopped with SIGTERM."""
 
@@ -100,21 +113,7 @@ class DaemonProcess:
     ) -> None:
         self.endpoint = endpoint or f"ipc://{workdir / 'agents.sock'}"
         self.log_path = workdir / log_name
-        cmd = [
-            sys.executable,
-            "-m",
-            "watcher",
-            "run",
-            "--socket",
-            self.endpoint,
-            "--state-dir",
-            str(workdir / "state"),
-        ]
-        if config:
-            cmd += ["--config", config]
-        if not model:
-            cmd.append("--no-model")
-        cmd += extra_args
+        cmd = daemon_argv(self.endpoint, workdir / "state", model=model, config=config) + list(extra_args)
         full_env = {**os.environ, **(env or {})}
         # A caller that set $NOTIFY_SOCKET itself (a test of sd_notify) listens there; otherwise ours.
         self.notify = None if "NOTIFY_SOCKET" in full_env else NotifySocket()

@@ -8,18 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.watcher.config.cases import FULL, TOKEN_A, TOKEN_B, effective, load_error, write
-from watcher.config.settings import (
-    WEIGHT_FORMATS,
-    AgentOverride,
-    CompactionConfig,
-    Config,
-    DaemonConfig,
-    MetricsConfig,
-    ModelConfig,
-    MqttConfig,
-    StoreConfig,
-    load,
-)
+from watcher.config import schema
+from watcher.config.settings import WEIGHT_FORMATS, Config, load
 
 # --- defaults and a full file ----------------------------------------------------------------------
 
@@ -33,8 +23,8 @@ def test_defaults() -> None:
     assert cfg.daemon.max_frame_bytes == 16 * 1024 * 1024
     assert cfg.compaction.reserve == 0.15
     assert cfg.metrics.listen == ""
-    assert cfg.mqtt == MqttConfig(url="", topic_prefix="compactd/v1", qos=1)
-    assert cfg.store == StoreConfig(retention_days=30, max_archive_mb=1024, synchronous="normal")
+    assert cfg.mqtt == schema.MqttConfig(url="", topic_prefix="compactd/v1", qos=1)
+    assert cfg.store == schema.StoreConfig(retention_days=30, max_archive_mb=1024, synchronous="normal")
 
 
 def test_empty_file_is_defaults(tmp_path: Path) -> None:
@@ -46,7 +36,7 @@ def test_empty_file_is_defaults(tmp_path: Path) -> None:
 def test_full_file_round_trips(tmp_path: Path) -> None:
     path = write(tmp_path, FULL)
     expected = Config(
-        daemon=DaemonConfig(
+        daemon=schema.DaemonConfig(
             socket="ipc:///run/compactd/sock",
             state_dir="/var/lib/compactd",
             max_frame_bytes=1048576,
@@ -55,7 +45,7 @@ def test_full_file_round_trips(tmp_path: Path) -> None:
             log_level="debug",
             log_format="json",
         ),
-        model=ModelConfig(
+        model=schema.ModelConfig(
             path="/srv/models/m.gguf",
             enabled=False,
             n_ctx=4096,
@@ -66,7 +56,7 @@ def test_full_file_round_trips(tmp_path: Path) -> None:
             weights="f32",
             cache_dir="/var/cache/compactd-test",
         ),
-        compaction=CompactionConfig(
+        compaction=schema.CompactionConfig(
             reserve=0.2,
             low_watermark=0.5,
             policy="manual",
@@ -75,15 +65,15 @@ def test_full_file_round_trips(tmp_path: Path) -> None:
             default_budget=8000,
         ),
         agents={
-            "planner-bot": AgentOverride(
+            "planner-bot": schema.AgentOverride(
                 budget=128000, reserve=0.1, policy="off", planner="optimistic", token=TOKEN_A
             ),
-            "ci bot": AgentOverride(token=TOKEN_B),
+            "ci bot": schema.AgentOverride(token=TOKEN_B),
         },
         source=str(path),
-        metrics=MetricsConfig(listen="127.0.0.1:9464"),
-        mqtt=MqttConfig(url="mqtt://broker.lan:1884", topic_prefix="site/compactd", qos=2),
-        store=StoreConfig(retention_days=0, max_archive_mb=64, synchronous="full"),
+        metrics=schema.MetricsConfig(listen="127.0.0.1:9464"),
+        mqtt=schema.MqttConfig(url="mqtt://broker.lan:1884", topic_prefix="site/compactd", qos=2),
+        store=schema.StoreConfig(retention_days=0, max_archive_mb=64, synchronous="full"),
     )
     cfg = load(path)
     assert cfg == expected
@@ -105,14 +95,14 @@ def test_model_weights_accepts_every_format(tmp_path: Path, weights: str) -> Non
     cfg = load(write(tmp_path, f'[model]\nweights = "{weights}"\ncache_dir = "/var/cache/c"\n'))
     assert (cfg.model.weights, cfg.model.cache_dir) == (weights, "/var/cache/c")
     env = {"COMPACTD_MODEL_WEIGHTS": weights, "COMPACTD_MODEL_CACHE_DIR": str(tmp_path)}
-    assert effective(tmp_path, env).model == ModelConfig(weights=weights, cache_dir=str(tmp_path))
+    assert effective(tmp_path, env).model == schema.ModelConfig(weights=weights, cache_dir=str(tmp_path))
 
 
 def test_model_weights_formats_are_the_engines() -> None:
     from summarizer.weights import FORMATS, normalize
 
     assert WEIGHT_FORMATS == FORMATS
-    assert ModelConfig().weights in ("", "shipped", *FORMATS)
+    assert schema.ModelConfig().weights in ("", "shipped", *FORMATS)
     assert normalize("shipped") == normalize("") == ""
     assert [normalize(f) for f in FORMATS] == list(FORMATS)
 
@@ -122,7 +112,7 @@ def test_dotted_and_inline_forms_are_accepted(tmp_path: Path) -> None:
     cfg = load(write(tmp_path, text))
     assert cfg.compaction.reserve == 0.25
     assert cfg.model.n_ctx == 1024
-    assert cfg.agents == {"bot": AgentOverride(budget=5000)}
+    assert cfg.agents == {"bot": schema.AgentOverride(budget=5000)}
 
 
 # --- errors: path, line and dotted key -------------------------------------------------------------

@@ -128,14 +128,27 @@ def workdir(tmp_path: Path) -> Path:
     return d
 
 
+def mqtt_daemon(workdir: Path, port: int) -> DaemonProcess:
+    """A daemon (no model) publishing its events to the broker on ``port``."""
+    return DaemonProcess(workdir, None, model=False, extra_args=("--mqtt", f"mqtt://127.0.0.1:{port}"))
+
+
+async def online(sub: Subscriber, workdir: Path, port: int) -> DaemonProcess:
+    """A daemon publishing to the broker on ``port``, once ``sub`` has seen it say online."""
+    daemon = mqtt_daemon(workdir, port)
+    try:
+        await daemon.wait_ready(60)
+        await sub.wait(on(STATUS, b"online"))
+    except BaseException:
+        daemon.stop()
+        raise
+    return daemon
+
+
 async def test_online_events_and_offline(broker: Broker, workdir: Path) -> None:
     async with Subscriber(broker.port) as sub:
-        daemon = DaemonProcess(
-            workdir, None, model=False, extra_args=("--mqtt", f"mqtt://127.0.0.1:{broker.port}")
-        )
+        daemon = await online(sub, workdir, broker.port)
         try:
-            await daemon.wait_ready(60)
-            await sub.wait(on(STATUS, b"online"))
             async with Subscriber(broker.port) as late:  # joins later: gets the retained status
                 m = await late.wait(on(STATUS))
                 assert m.payload == b"online" and m.retain
@@ -189,12 +202,8 @@ async def test_online_events_and_offline(broker: Broker, workdir: Path) -> None:
 
 async def test_will_says_offline_when_the_daemon_dies(broker: Broker, workdir: Path) -> None:
     async with Subscriber(broker.port) as sub:
-        daemon = DaemonProcess(
-            workdir, None, model=False, extra_args=("--mqtt", f"mqtt://127.0.0.1:{broker.port}")
-        )
+        daemon = await online(sub, workdir, broker.port)
         try:
-            await daemon.wait_ready(60)
-            await sub.wait(on(STATUS, b"online"))
             daemon.proc.kill()  # no chance to say goodbye: the broker publishes the will
             daemon.proc.wait(10)
             m = await sub.wait(on(STATUS, b"offline"))
@@ -206,9 +215,7 @@ async def test_will_says_offline_when_the_daemon_dies(broker: Broker, workdir: P
 @pytest.mark.slow
 async def test_broker_down_changes_nothing_and_drops_are_counted(tmp_path: Path, workdir: Path) -> None:
     broker = Broker(tmp_path, free_port())  # not started yet
-    daemon = DaemonProcess(
-        workdir, None, model=False, extra_args=("--mqtt", f"mqtt://127.0.0.1:{broker.port}")
-    )
+    daemon = mqtt_daemon(workdir, broker.port)
     try:
         await daemon.wait_ready(60)
         async with AgentLink(daemon.endpoint, agent="down-1", budget=3000, reserve=0.2) as link:

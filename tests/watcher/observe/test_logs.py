@@ -24,6 +24,7 @@ from ipc.sections import Section
 from summarizer.digest import Summarizer
 from tests.fixtures.server import serving
 from watcher.config.settings import Config
+from watcher.eval.harness import daemon_argv
 from watcher.observe import logs
 from watcher.serve.server import Server
 
@@ -90,17 +91,7 @@ def test_console_output_on_a_tty(tmp_path: Path) -> None:
     """On a terminal the daemon writes readable lines, not JSON (systemd gets JSON: no TTY)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "watcher",
-            "run",
-            "--no-model",
-            "--socket",
-            f"ipc://{tmp_path}/t.sock",
-            "--state-dir",
-            str(tmp_path / "st"),
-        ],
+        daemon_argv(f"ipc://{tmp_path}/t.sock", tmp_path / "st"),
         stdin=subprocess.DEVNULL,
         stdout=slave,
         stderr=slave,

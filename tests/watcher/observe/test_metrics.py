@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import socket
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -23,7 +22,7 @@ from ipc.sections import Section
 from summarizer.digest import Summarizer
 from tests.fixtures.net import free_port
 from watcher.config.settings import Config
-from watcher.eval.harness import DaemonProcess
+from watcher.eval.harness import DaemonProcess, daemon_argv
 from watcher.observe.metrics import MAX_AGENT_SERIES, Metrics
 from watcher.planning.planner import Watermarks
 from watcher.serve.server import Server
@@ -177,19 +176,7 @@ def test_metrics_port_in_use_fails_clearly(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "watcher",
-                "run",
-                "--no-model",
-                "--socket",
-                f"ipc://{tmp_path}/m.sock",
-                "--state-dir",
-                str(tmp_path / "st"),
-                "--metrics",
-                f"127.0.0.1:{port}",
-            ],
+            [*daemon_argv(f"ipc://{tmp_path}/m.sock", tmp_path / "st"), "--metrics", f"127.0.0.1:{port}"],
             capture_output=True,
             text=True,
             timeout=60,

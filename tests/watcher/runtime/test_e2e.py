@@ -17,7 +17,7 @@ from ipc.client import AgentLink
 from ipc.protocol import decode, encode
 from summarizer.tokenizer import load_counter
 from tests.fixtures.daemon import status as status_of
-from watcher.eval.harness import DaemonProcess, running_daemon
+from watcher.eval.harness import DaemonProcess, daemon_argv, running_daemon
 from watcher.eval.trajectories import load
 
 BUDGET = 8000
@@ -125,14 +125,7 @@ def test_missing_required_model_refuses_to_start(tmp_path: Path) -> None:
     missing = tmp_path / "nope.gguf"
     out = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "watcher",
-            "run",
-            "--socket",
-            f"ipc://{tmp_path}/s.sock",
-            "--state-dir",
-            str(tmp_path / "st"),
+            *daemon_argv(f"ipc://{tmp_path}/s.sock", tmp_path / "st", model=True),
             "--model",
             str(missing),
             "--require-model",
