@@ -8,12 +8,15 @@ identifiers. *Terms* are all lower-cased words of three or more characters: the 
 BM25 relevance variant.
 
 Work is bounded: texts longer than ``WINDOW_HEAD + WINDOW_TAIL`` characters are read only in their
-head and tail (a 2 MB log costs about as much as a 256 kB one).
+head and tail (a 2 MB log costs about as much as a 256 kB one). The names are interned: the scorer
+keeps every section's identifiers while it is in the context, and one name held by many sections is
+then one string (on the load bench, 1.65 -> 0.8 bytes of features per byte of mirrored text).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from typing import Final
 
 WINDOW_HEAD: Final = 192_000
@@ -86,12 +89,12 @@ def identifiers(text: str) -> frozenset[str]:
     out: set[str] = set()
     for run in dict.fromkeys(_RUN.findall(text)):
         if "." in run and len(run) <= MAX_FILE_RUN:
-            out.update(_FILE.findall(run))
+            out.update(map(sys.intern, _FILE.findall(run)))
     for w in dict.fromkeys(_WORD.findall(text)):
         if "_" not in w and w.islower():
             continue  # plain lower-case word (digits allowed): neither dunder, snake nor camel
         if _is_code_name(w):
-            out.add(w)
+            out.add(sys.intern(w))
     return frozenset(out - GENERIC)
 
 

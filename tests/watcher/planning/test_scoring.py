@@ -43,6 +43,18 @@ def test_identifiers_of_real_sections(sympy: Trajectory) -> None:
     assert identifiers("see /testbed/sympy/core/basic.py line 3") == {"basic.py"}
 
 
+def test_identifiers_of_different_sections_share_one_string() -> None:
+    """The daemon keeps every section's identifiers while the section is in the context: a name
+    that many sections hold (a file, a function) is stored once (sys.intern), not once a section."""
+    # texts built at run time, so the names in them are distinct string objects
+    a = identifiers("".join(["call ", "_sympify", "(x) in ", "basic", ".py"]))
+    b = identifiers("".join(["raise ", "_sympify", " from ", "basic", ".py"]))
+    shared = a & b
+    assert shared == {"_sympify", "basic.py"}
+    for name in shared:
+        assert next(x for x in a if x == name) is next(x for x in b if x == name)
+
+
 def test_terms_drop_stop_words() -> None:
     assert terms("The parser fails for THE input") == ["parser", "fails", "input"]
 
