@@ -61,6 +61,7 @@ class AdapterBenchSettings:
     # model time between calls in the overhead part: far below a real model's, but not zero (back to
     # back, the link's thread still encoding the previous DELTA competes for the GIL with the call)
     overhead_llm_time: float = 0.02
+    adapters: tuple[str, ...] = ADAPTERS  # framework:mode, a subset of ADAPTERS
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -165,7 +166,7 @@ async def run_adapters_bench(
     goals: list[Goal] = []
     with tempfile.TemporaryDirectory(prefix="compactd-bench-adapters-") as tmp:
         async with running_daemon(Path(tmp), None, model=False) as daemon:
-            for i, name in enumerate(ADAPTERS):
+            for i, name in enumerate(s.adapters):
                 played = await _play(name, daemon.endpoint, f"window-{i}", turns, s, s.budget, s.llm_time)
                 summary = played.summary(s.budget) | {"adapter_step": _ms(played.step_s[1:])}
                 result["window"][name] = summary
@@ -180,7 +181,7 @@ async def run_adapters_bench(
                 progress(f"window {name}: {summary}")
             long = _long_history(s)
             big = 4 * s.history_tokens  # no compaction here: the history itself is measured
-            for name in ADAPTERS:
+            for name in s.adapters:
                 framework = name.split(":")[0]
                 steps: list[float] = []
                 with_s: list[float] = []
