@@ -46,15 +46,12 @@ def view_problems(events: Sequence[Any], kept: Sequence[Any]) -> list[str]:
     return out
 
 
-def play_openhands(
-    link: SyncAgentLink | None,
-    turns: list[list[Chat]],
-    *,
-    mode: str = "condenser",
-    llm_time: float = 0.0,
-    count: Count = approx_tokens,
-) -> Played:
-    """``mode``: "condenser" (CompactdCondenser) or "none"."""
+def play_openhands(link: SyncAgentLink | None, turns: list[list[Chat]], **options: Any) -> Played:
+    """``options``: ``mode`` "condenser" (CompactdCondenser, the default) or "none"; ``llm_time``
+    (seconds, default 0); ``count`` (the token counter, default approx_tokens)."""
+    mode: str = options.get("mode", "condenser")
+    llm_time: float = options.get("llm_time", 0.0)
+    count: Count = options.get("count", approx_tokens)
     from openhands.sdk import Agent, Conversation
     from openhands.sdk.llm import Message, MessageToolCall, TextContent
     from openhands.sdk.testing import TestLLM
