@@ -3,7 +3,8 @@
 #   ./dev.sh setup   install system packages (Mosquitto), a venv in .venv, Python deps and the model
 #   ./dev.sh run     setup, then run the daemon in the foreground (extra args go to `compactd run`)
 #   ./dev.sh test    setup, then ruff, mypy (strict), the import contracts (lint-imports), the generated
-#                    config docs (watcher.config.docs --check) and the tests
+#                    config docs (watcher.config.docs --check) and the tests; then the OpenHands adapter
+#                    tests in .venv-openhands (openhands-sdk needs Python >= 3.12; the rest runs on 3.11)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -53,6 +54,28 @@ build_llama_server() {
 }
 link_llama_server() { build_llama_server && ln -sf "$(llama_server_path)" "$VENV/bin/llama-server"; }
 
+# The OpenHands SDK requires Python >= 3.12 (and pins mcp < 2): its adapter is tested in a second venv
+# with compactd[openhands]. Python 3.12 from PATH or pyenv (the machine image has /root/.pyenv).
+OH_VENV=.venv-openhands
+python312() {
+  local py
+  for py in "${PYTHON312:-}" $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | sort -rV) \
+    "$(command -v python3.12 2>/dev/null)"; do
+    [ -n "$py" ] && "$py" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$py"; return 0; }
+  done
+  return 1
+}
+setup_openhands() {
+  local py stamp="$OH_VENV/.compactd-installed"
+  py=$(python312) || { echo "dev.sh: no Python 3.12 found: $OH_VENV (OpenHands adapter) not made" >&2; return 1; }
+  [ -x "$OH_VENV/bin/python" ] || "$py" -m venv "$OH_VENV"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ dev.sh -nt "$stamp" ]; then
+    "$OH_VENV/bin/python" -m pip install -q --upgrade pip
+    "$OH_VENV/bin/python" -m pip install -q -e '.[openhands]' 'pytest>=8' 'pytest-asyncio>=1.0' 'pytest-timeout>=2.3'
+    touch "$stamp"
+  fi
+}
+
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 setup() {
@@ -74,6 +97,7 @@ setup() {
     touch "$stamp"
   fi
   link_llama_server
+  setup_openhands || true  # optional for `run`; `test` requires it
 }
 
 cmd=${1:-test}
@@ -88,7 +112,12 @@ case "$cmd" in
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"  # the rooms' import directions and no cycles ([tool.importlinter])
     "$VENV/bin/python" -m watcher.config.docs --check  # README config table + example generated from the schema
-    exec "$VENV/bin/python" -m pytest -q "$@"
+    "$VENV/bin/python" -m pytest -q "$@"
+    if [ $# -eq 0 ]; then  # the whole suite: the OpenHands adapter's tests too (Python 3.12)
+      setup_openhands
+      # compactd mcp (mcp 2.x) comes from the main venv
+      COMPACTD_MCP_COMMAND="$PWD/$VENV/bin/compactd" "$OH_VENV/bin/python" -m pytest -q tests/integrations/openhands
+    fi
     ;;
   *) echo "usage: ./dev.sh [setup|run|test] [args...]" >&2; exit 2 ;;
 esac

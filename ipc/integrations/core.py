@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar
 
 from ipc.adapters import AdapterError, Transcript
 from ipc.client import AgentLink
+from ipc.mirror import Target
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from ipc.sync import SyncAgentLink
@@ -72,6 +73,7 @@ class Mirror(Generic[M]):
         count: Callable[[str], int] | None = None,
         keep_stats: bool = True,
         on_apply: Callable[[Applied], None] | None = None,
+        same: Callable[[M, M], bool] | None = None,
     ) -> None:
         self.link = link
         self._to_openai = to_openai
@@ -86,6 +88,8 @@ class Mirror(Generic[M]):
         self.on_apply = on_apply  # called for each proposal applied (after the list changed)
         self.disabled = ""  # why the adapter passes messages through unchanged ("" = it does not)
         self.last_applied: list[Applied] = []
+        self._same: Callable[[Any, Any], bool] = same or _same  # is the mirrored message still there?
+        self.one_at_a_time = False  # take at most one proposal per model call (OpenHands: one Condensation)
 
     # --- the two uses ------------------------------------------------------------------------------
     def rewrite(self, messages: Sequence[M]) -> list[M]:
@@ -132,7 +136,7 @@ class Mirror(Generic[M]):
         if self.disabled:
             return False, []
         n = self._n
-        reset = len(messages) < n or (n > 0 and not _same(messages[n - 1], self._last))
+        reset = len(messages) < n or (n > 0 and not self._same(messages[n - 1], self._last))
         if reset:
             self.transcript = Transcript("openai", count=self._count)
             self._objs = {}
@@ -168,13 +172,17 @@ class Mirror(Generic[M]):
     async def _take(self, link: AgentLink) -> list[Applied]:
         applied: list[Applied] = []
         queue = link.proposals
-        while not queue.empty():
+        while not queue.empty() and not (applied and self.one_at_a_time):
             p: Proposal = queue.get_nowait()
-            if await link.apply(p, onto=self.transcript):
+            if await link.apply(p, onto=self.target()):
                 applied.append(Applied(p.proposal, p.replaces, p.digest))
             else:
                 self.stats.refused += 1
         return applied
+
+    def target(self) -> Target:
+        """What a proposal must also fit (and is applied onto) besides the link's context."""
+        return self.transcript
 
     def _apply(self, applied: list[Applied]) -> None:
         objs = self._objs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from watcher.eval.bench.adapters import Chat, check_request, request_tokens
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
@@ -26,3 +28,11 @@ def test_chat_turns_pair_every_call_with_its_result(turns: list[list[Chat]]) -> 
     assert check_request(flat) == ""
     assert all(len(m.get("tool_calls") or []) == 1 for m in flat if m["role"] == "assistant")
     assert request_tokens(flat) > 2 * 20_000  # the window the adapter tests use must overflow
+
+
+def test_bench_adapters_names_an_unknown_adapter(capsys: pytest.CaptureFixture[str]) -> None:
+    from watcher.cli import main
+
+    assert main(["bench", "adapters", "--adapters", "langchain:state,nope:x"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown nope:x" in err and "openhands:condenser" in err

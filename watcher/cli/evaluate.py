@@ -219,10 +219,20 @@ def parse_agents(text: str) -> tuple[int, ...]:
 
 
 def cmd_bench_adapters(args: argparse.Namespace) -> int:
-    from watcher.eval.bench.adapters_bench import AdapterBenchSettings, run_adapters_bench
+    from watcher.eval.bench.adapters_bench import ADAPTERS, AdapterBenchSettings, run_adapters_bench
+
+    chosen = tuple(a for a in args.adapters.split(",") if a) if args.adapters else ADAPTERS
+    unknown = sorted(set(chosen) - set(ADAPTERS))
+    if unknown:
+        print(
+            f"compactd bench adapters: unknown {', '.join(unknown)}; one of {', '.join(ADAPTERS)}",
+            file=sys.stderr,
+        )
+        return 2
 
     def run() -> dict[str, Any]:
         settings = AdapterBenchSettings(
+            adapters=chosen,
             trajectory=Path(args.trajectory),
             history=Path(args.history),
             turns=args.turns,

@@ -329,6 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
     ba.add_argument(
         "--overhead-llm-time", type=float, default=0.02, help="model seconds per call, overhead part (0.02)"
     )
+    ba.add_argument(
+        "--adapters",
+        default="",
+        help="comma-separated framework:mode to run (default: all, with openhands:condenser)",
+    )
     ba.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     ba.set_defaults(bench_func=cmd_bench_adapters)
     from watcher.eval.bench import signals as bench_signals  # `bench signals` registers itself

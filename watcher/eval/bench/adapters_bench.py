@@ -16,6 +16,10 @@ Exits non-zero when a goal is missed (``goals_met``).
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import json
+import os
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ipc import AgentLink, SyncAgentLink
+from ipc.integrations.core import Applied
 from watcher.eval.bench.adapters import Chat, Played, chat_turns, request_tokens
 from watcher.eval.bench.goals import Goal, judge
 from watcher.eval.bench.players import play_langchain, play_miniswe, play_openai_agents
@@ -35,7 +40,10 @@ ADAPTERS = (
     "openai-agents:filter",
     "mini-swe-agent:agent",
     "mini-swe-agent:model",
+    "openhands:condenser",
 )
+# openhands-sdk needs Python >= 3.12: without it here, its runs go to this Python (./dev.sh setup)
+OPENHANDS_PYTHON = Path(__file__).resolve().parents[3] / ".venv-openhands" / "bin" / "python"
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,7 @@ class AdapterBenchSettings:
     # model time between calls in the overhead part: far below a real model's, but not zero (back to
     # back, the link's thread still encoding the previous DELTA competes for the GIL with the call)
     overhead_llm_time: float = 0.02
+    adapters: tuple[str, ...] = ADAPTERS  # framework:mode, a subset of ADAPTERS
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -76,6 +85,8 @@ async def _play(
     llm_time: float,
 ) -> Played:
     framework, mode = name.split(":")
+    if framework == "openhands":
+        return await _play_openhands(endpoint, agent, turns, s, budget, mode, llm_time)
     if framework == "openai-agents":
         if mode == "none":
             return await play_openai_agents(None, turns, mode="none", llm_time=llm_time)
@@ -90,6 +101,43 @@ async def _play(
         return await asyncio.to_thread(player, sync, turns, mode=mode, llm_time=llm_time)
     finally:
         await asyncio.to_thread(sync.close)
+
+
+async def _play_openhands(
+    endpoint: str,
+    agent: str,
+    turns: list[list[Chat]],
+    s: AdapterBenchSettings,
+    budget: int,
+    mode: str,
+    llm_time: float,
+) -> Played:
+    """One run in a child process (watcher.eval.bench.players_openhands): this Python when it has
+    the SDK, else the OpenHands venv's; the with/without runs of the overhead part are then alike."""
+    spec = {"endpoint": endpoint, "agent": agent, "budget": budget, "reserve": s.reserve}
+    spec |= {"turns": turns, "mode": mode, "llm_time": llm_time}
+    python = os.environ.get("COMPACTD_OPENHANDS_PYTHON", str(OPENHANDS_PYTHON))
+    if importlib.util.find_spec("openhands") is not None:
+        python = sys.executable
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+        json.dump(spec, f)
+        f.flush()
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BANNER": "1"}
+        cmd = [python, "-m", "watcher.eval.bench.players_openhands", f.name]
+        try:
+            proc = await asyncio.create_subprocess_exec(*cmd, stdout=asyncio.subprocess.PIPE, env=env)
+        except FileNotFoundError as exc:
+            raise FileNotFoundError(
+                f"{python}: no Python with openhands-sdk (./dev.sh setup makes it)"
+            ) from exc
+        out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the OpenHands player exited with {proc.returncode}")
+    got = json.loads(out.decode().strip().splitlines()[-1])
+    applied = got.pop("applied")
+    played = Played(**got)
+    played.applied = [Applied("", (), ()) for _ in applied]  # counted only
+    return played
 
 
 def _long_history(s: AdapterBenchSettings) -> list[list[Chat]]:
@@ -118,7 +166,7 @@ async def run_adapters_bench(
     goals: list[Goal] = []
     with tempfile.TemporaryDirectory(prefix="compactd-bench-adapters-") as tmp:
         async with running_daemon(Path(tmp), None, model=False) as daemon:
-            for i, name in enumerate(ADAPTERS):
+            for i, name in enumerate(s.adapters):
                 played = await _play(name, daemon.endpoint, f"window-{i}", turns, s, s.budget, s.llm_time)
                 summary = played.summary(s.budget) | {"adapter_step": _ms(played.step_s[1:])}
                 result["window"][name] = summary
@@ -133,7 +181,7 @@ async def run_adapters_bench(
                 progress(f"window {name}: {summary}")
             long = _long_history(s)
             big = 4 * s.history_tokens  # no compaction here: the history itself is measured
-            for name in ADAPTERS:
+            for name in s.adapters:
                 framework = name.split(":")[0]
                 steps: list[float] = []
                 with_s: list[float] = []
