@@ -41,6 +41,9 @@ log = logs.get("compactd.metrics")
 MAX_AGENT_SERIES: Final = 100
 ERROR_CODES: Final = frozenset(v for k, v in vars(E).items() if k.isupper() and isinstance(v, str))
 OUTCOMES: Final = ("sent", "applied", "stale", "rejected", "failed", "dropped")
+DIGEST_METHODS: Final = ("model", "deterministic", "masking", "headtail")  # watcher.serve.degrade
+MODEL_SKIPPED: Final = ("deadline", "degraded", "busy", "too_small", "rejected", "model_failed", "no_model")
+DEGRADE_LEVELS: Final = ("deterministic", "masking", "headtail")
 LATENCY_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 HEADER_TIMEOUT_S: Final = 5.0
 MAX_HEADER_BYTES: Final = 16 * 1024
@@ -84,6 +87,9 @@ class AgentGauges(Protocol):
 
     @property
     def pending(self) -> Sized: ...
+
+    @property
+    def degrade(self) -> int: ...
 
 
 class Served(Protocol):
@@ -137,6 +143,27 @@ class Metrics:
             "Agents whose headroom could not be kept above the reserve",
             registry=r,
         )
+        self.digests = Counter(
+            "compactd_digests", "Proposals built, by digest method", ["method"], registry=r
+        )
+        for method in DIGEST_METHODS:
+            self.digests.labels(method)
+        self.model_skipped = Counter(
+            "compactd_model_skipped",
+            "Proposals of a daemon with a model whose digest is not the model's, by reason",
+            ["reason"],
+            registry=r,
+        )
+        for reason in MODEL_SKIPPED:
+            self.model_skipped.labels(reason)
+        self.degradations = Counter(
+            "compactd_agent_degradations",
+            "Agents degraded to a cheaper strategy under load (a job could not be done in time), by level",
+            ["level"],
+            registry=r,
+        )
+        for level in DEGRADE_LEVELS:
+            self.degradations.labels(level)
         self.reloads = Counter("compactd_config_reloads", "SIGHUP reloads by result", ["result"], registry=r)
         for result in ("ok", "failed"):
             self.reloads.labels(result)
@@ -160,6 +187,13 @@ class Metrics:
             self.proposals.labels("dropped").inc()
         elif kind == "digest":
             self.latency.observe(max(0.0, float(fields.get("seconds", 0.0))))
+            if (method := fields.get("method")) in DIGEST_METHODS:
+                self.digests.labels(method).inc()
+            if (reason := fields.get("model_skipped")) in MODEL_SKIPPED:
+                self.model_skipped.labels(reason).inc()
+        elif kind == "agent_degraded":
+            if (level := fields.get("level")) in DEGRADE_LEVELS:
+                self.degradations.labels(level).inc()
         elif kind == "headroom_alert":
             self.alerts.inc()
         elif kind == "config_reloaded":
@@ -217,6 +251,11 @@ class _Live(Collector):
             for a in listed:
                 fam.add_metric([a.agent], float(value(a)))
             yield fam
+        yield _gauge(
+            "compactd_agents_degraded",
+            "Agents whose compaction is degraded to a cheaper strategy under load",
+            sum(a.degrade > 0 for a in agents),
+        )
         worst = min((1.0 - a.usage for a in agents), default=1.0)
         yield _gauge("compactd_headroom_min_ratio", "The least headroom of any agent (1 with none)", worst)
         yield _gauge(

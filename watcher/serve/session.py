@@ -21,6 +21,8 @@ from watcher.planning.planner import Watermarks
 from watcher.planning.policies import Policy, policy_for
 from watcher.planning.scoring import Scorer
 
+# an agent's degradation level (watcher.serve.degrade): its jobs' strategy, cheapest last
+DEGRADE_LEVELS = ("normal", "deterministic", "masking", "headtail")
 PREPARE_SLICE_S = 0.002  # features computed per turn of the event loop before a plan (prepare_plan)
 
 
@@ -30,6 +32,7 @@ class Pending:
     originals: tuple[Section, ...]
     method: str
     created: float = field(default_factory=time.monotonic)
+    note: str = ""  # why a digest written with the model's summarizer is not the model's
 
 
 @dataclass
@@ -90,6 +93,8 @@ class Session:
     scorer: Scorer = field(default_factory=Scorer)  # cached section features (watcher.planning.scoring)
     lookahead: Lookahead = field(default_factory=Lookahead)  # growth and job-time estimates
     job_submitted: float = 0.0  # when the running compaction job was planned (monotonic)
+    job_started: float = 0.0  # when the scheduler started it (monotonic)
+    degrade: int = 0  # index in DEGRADE_LEVELS (watcher.serve.degrade)
 
     @property
     def usage(self) -> float:
@@ -120,6 +125,7 @@ class Session:
             "tokenizer": self.tokenizer,
             "stuck": self.stuck_reported,
             "lookahead": self.lookahead.snapshot(),
+            "degraded": DEGRADE_LEVELS[self.degrade],
         }
 
     def count_applied(self, p: Proposal) -> None:

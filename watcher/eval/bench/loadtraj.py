@@ -116,7 +116,9 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
                 await asyncio.gather(*(a.close() for a in agents))
                 ctx.destroy(0)
     queue = (final.get("daemon") or {}).get("compaction_queue") or sampler.queue
-    return _step_result(n, s.budget, [a.tally for a in agents], sampler, queue, elapsed, load0)
+    result = _step_result(n, s.budget, [a.tally for a in agents], sampler, queue, elapsed, load0)
+    result["digest_methods"] = (final.get("daemon") or {}).get("digest_methods")  # watcher.serve.degrade
+    return result
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
