@@ -4,7 +4,8 @@ When a compaction job starts, its agent's **slack** is the time until its next L
 not to fit the budget (watcher.planning.lookahead.Lookahead.deadline, at the agent's average turn).
 The job's expected time is the measured time of jobs of the same method (:class:`JobTimes`: an
 exponentially weighted mean from the job's start to its proposal being ready, on this machine, at
-this load). If the job cannot be done in time, the agent degrades to a cheaper strategy:
+this load). If the job cannot be done in time while other agents wait (at least :data:`LOADED`:
+a load, not one fast agent), the agent degrades to a cheaper strategy:
 
 =====  ===============  =====================================================================
 level  name             what the agent's jobs do
@@ -52,6 +53,7 @@ SKIP_REASONS: Final = ("deadline", "degraded", "busy", "too_small", "rejected", 
 DEFAULT_JOB_S: Final = {"model": 8.0, "deterministic": 0.5, "masking": 0.05, "headtail": 0.05}
 ALPHA: Final = 0.3  # weight of the newest job time
 MARGIN: Final = 1.5  # a strategy is used only if its expected time x MARGIN fits in the slack
+LOADED: Final = 2  # agents waiting (besides the job starting) from which a job may degrade its agent
 PLACEHOLDER_TOKENS: Final = MASK_MIN_TOKENS  # what a masked output still costs (a one-line placeholder)
 
 
@@ -150,12 +152,13 @@ class Degrader:
         self.degraded: dict[str, Session] = {}  # agent -> its session, while its level is above 0
 
     def need(self, state: Session, slack_s: float, holds_model: bool, waiting: int) -> int:
-        """The level of a job starting now for ``state``'s agent (raising the agent's if needed).
-        An agent already past its deadline (``slack_s`` <= 0) while no other agent waits gets the
-        deterministic digest: a cheaper job would not make anyone sooner, and it costs quality."""
-        if slack_s <= 0 and not waiting:
-            slack_s = self.times.expect("deterministic") * MARGIN
+        """The level of a job starting now for ``state``'s agent, with ``waiting`` other agents in
+        the queue. Under load (at least :data:`LOADED` waiting) a job that cannot be done in
+        ``slack_s`` raises the agent's level; without, it only skips the model when the model
+        would be late: a cheaper job would make no one else sooner, and it costs quality."""
         need = level_for(slack_s, self.times, holds_model)
+        if waiting < LOADED:
+            return max(state.degrade, min(need, DETERMINISTIC))
         if need > state.degrade:
             self.raise_to(state, need, slack_s)
         return state.degrade

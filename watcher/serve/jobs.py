@@ -106,8 +106,8 @@ class Jobs:
             if isinstance(p, MaskPlan):
                 return det, why  # counts the placeholders' tokens
             return HeadTailSummarizer(None, count=hub.summarizer.count), why
-        if state.degrade >= DETERMINISTIC:
-            return sched.deterministic(hub.summarizer), why
+        if state.job_level >= DETERMINISTIC:
+            return sched.deterministic(hub.summarizer), why if state.degrade or not has_model else "deadline"
         if (
             state.planner.plans_ahead  # a baseline digests as it would (reactive waits)
             and hub.cfg.compaction.lookahead
@@ -159,7 +159,8 @@ class Jobs:
         """The agent's turn in the scheduler: plan on the mirror as it is now, then compact (a
         degraded agent: masking or head/tail, planned in O(n) on the loop)."""
         state.job_started = time.monotonic()
-        if self.level(state) >= MASKING:
+        state.job_level = self.level(state)
+        if state.job_level >= MASKING:
             await self.run_degraded(state)
             return
         if state.planner.needs_features:
