@@ -117,7 +117,10 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
                 ctx.destroy(0)
     queue = (final.get("daemon") or {}).get("compaction_queue") or sampler.queue
     result = _step_result(n, s.budget, [a.tally for a in agents], sampler, queue, elapsed, load0)
-    result["digest_methods"] = (final.get("daemon") or {}).get("digest_methods")  # watcher.serve.degrade
+    methods = (final.get("daemon") or {}).get("digest_methods") or {}  # watcher.serve.degrade
+    result["digest_methods"] = methods
+    result["degraded_digests"] = sum(int(methods.get(m, 0)) for m in ("masking", "headtail"))
+    result["degradations"] = sum((methods.get("degradations") or {}).values())
     return result
 
 
@@ -194,7 +197,8 @@ async def run_traj_load(
         r = steps[n]
         progress(
             f"load: {n} agents: overflow {r['overflow_calls']}, stalled {r['stalled_calls']}, "
-            f"queue wait p99 {r['queue_wait_ms_p99']} ms, rss {r['rss_mb_max']} MB"
+            f"queue wait p99 {r['queue_wait_ms_p99']} ms, degraded digests {r['degraded_digests']}, "
+            f"rss {r['rss_mb_max']} MB"
         )
         return r
 
