@@ -129,9 +129,7 @@ class Metrics:
             "Prompt-cache prefix tokens invalidated by applied proposals",
             registry=r,
         )
-        self.proposals = Counter("compactd_proposals", "Proposals by outcome", ["outcome"], registry=r)
-        for outcome in OUTCOMES:
-            self.proposals.labels(outcome)
+        self.proposals = _labelled(r, "compactd_proposals", "Proposals by outcome", "outcome", OUTCOMES)
         self.latency = Histogram(
             "compactd_summarizer_latency_seconds",
             "Time to build one digest (compressors + model), successful or not",
@@ -143,30 +141,26 @@ class Metrics:
             "Agents whose headroom could not be kept above the reserve",
             registry=r,
         )
-        self.digests = Counter(
-            "compactd_digests", "Proposals built, by digest method", ["method"], registry=r
+        self.digests = _labelled(
+            r, "compactd_digests", "Proposals built, by digest method", "method", DIGEST_METHODS
         )
-        for method in DIGEST_METHODS:
-            self.digests.labels(method)
-        self.model_skipped = Counter(
+        self.model_skipped = _labelled(
+            r,
             "compactd_model_skipped",
             "Proposals of a daemon with a model whose digest is not the model's, by reason",
-            ["reason"],
-            registry=r,
+            "reason",
+            MODEL_SKIPPED,
         )
-        for reason in MODEL_SKIPPED:
-            self.model_skipped.labels(reason)
-        self.degradations = Counter(
+        self.degradations = _labelled(
+            r,
             "compactd_agent_degradations",
             "Agents degraded to a cheaper strategy under load (a job could not be done in time), by level",
-            ["level"],
-            registry=r,
+            "level",
+            DEGRADE_LEVELS,
         )
-        for level in DEGRADE_LEVELS:
-            self.degradations.labels(level)
-        self.reloads = Counter("compactd_config_reloads", "SIGHUP reloads by result", ["result"], registry=r)
-        for result in ("ok", "failed"):
-            self.reloads.labels(result)
+        self.reloads = _labelled(
+            r, "compactd_config_reloads", "SIGHUP reloads by result", "result", ("ok", "failed")
+        )
         r.register(_Live(self))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
@@ -301,6 +295,14 @@ class _Live(Collector):
             for reason, n in sorted(ev.dropped.items()):
                 dropped.add_metric([reason], n)
             yield dropped
+
+
+def _labelled(r: CollectorRegistry, name: str, doc: str, label: str, values: Iterable[str]) -> Counter:
+    """A counter with one label whose every value exists from the start (at 0)."""
+    counter = Counter(name, doc, [label], registry=r)
+    for value in values:
+        counter.labels(value)
+    return counter
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
