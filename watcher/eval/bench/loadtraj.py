@@ -178,6 +178,9 @@ def _step_result(
         "client_cpu_pct_mean": _mean([p.get("client_cpu_pct") for p in sampler.curve]),
         "rss_mb_max": max(rss, default=None),
         "rss_mb_first": rss[0] if rss else None,
+        # once a second: (s, daemon RSS MB, MB of section text all mirrors hold): RSS per mirrored MB,
+        # and whether RSS flattens at a [daemon] max_total_bytes cap (issue 17, Deliver 4)
+        "rss_mirrors_curve": [[p["t"], p.get("rss_mb"), p.get("mirrors_mb")] for p in sampler.curve],
         "loadavg_start": round(load0, 2),
         "loadavg_end": round(os.getloadavg()[0], 2),
         "start_tokens_median": statistics.median(t.start_tokens for t in tallies),
