@@ -129,7 +129,7 @@ class Lookahead:
             return self._at if self._at is not None else now
         if not self.steps or self.turn_tokens <= 0 or self._at is None:
             return now + FAR_S
-        ahead = self._burst() if margin else self.turn_tokens
+        ahead = self._burst() if margin else 0.0  # the last turn: a large one, or an average one
         turns = max(0.0, limit - tokens - ahead) / self.turn_tokens
         return min(self._at + self.turn_s * (1 + math.floor(turns)), now + FAR_S)
 

@@ -18,9 +18,9 @@ level  name             what the agent's jobs do
                         the oldest foldable region becomes its head and tail (summarizer.headtail)
 =====  ===============  =====================================================================
 
-A level is sticky: the agent's later jobs use it (or a cheaper one) until the scheduler's queue
-drains (no agent waiting), when every degraded agent recovers to ``normal``. Each change is said
-four ways: the agent's STATUS (``degraded``), a structlog line and an MQTT event
+An agent's level follows its jobs: a later job that finds enough time (or no load) raises it
+back up, and when the scheduler's queue drains every degraded agent recovers to ``normal``. Each
+change is said four ways: the agent's STATUS (``degraded``), a structlog line and an MQTT event
 (``agent_degraded`` / ``agent_recovered``), and the Prometheus series (degradations by level, agents
 degraded). Only the planning policies that plan ahead (``optimistic``, ``recency``) degrade; the
 replay baselines act as they always do.
@@ -153,15 +153,22 @@ class Degrader:
 
     def need(self, state: Session, slack_s: float, holds_model: bool, waiting: int) -> int:
         """The level of a job starting now for ``state``'s agent, with ``waiting`` other agents in
-        the queue. Under load (at least :data:`LOADED` waiting) a job that cannot be done in
-        ``slack_s`` raises the agent's level; without, it only skips the model when the model
-        would be late: a cheaper job would make no one else sooner, and it costs quality."""
+        the queue, and the agent's level changed to it (said when it changes). Only under load (at
+        least :data:`LOADED` waiting) can a job that cannot be done in ``slack_s`` degrade its
+        agent; without, it only skips the model when the model would be late (not a degradation:
+        a cheaper job would make no one else sooner, and it costs quality). A job that finds
+        enough time recovers its agent: the load has fallen for it."""
         need = level_for(slack_s, self.times, holds_model)
         if waiting < LOADED:
-            return max(state.degrade, min(need, DETERMINISTIC))
+            need = min(need, DETERMINISTIC)
+            if need < state.degrade:
+                self.lower_to(state, need)
+            return need
         if need > state.degrade:
             self.raise_to(state, need, slack_s)
-        return state.degrade
+        elif need < state.degrade:
+            self.lower_to(state, need)
+        return need
 
     def raise_to(self, state: Session, level: int, slack_s: float) -> None:
         if level <= state.degrade:
@@ -175,14 +182,20 @@ class Degrader:
         log.warning("agent_degraded", agent=state.agent, expected_s=expected, **fields)
         self.emit("agent_degraded", state.agent, **fields)
 
+    def lower_to(self, state: Session, level: int) -> None:
+        """Back up to ``level`` (``normal``: recovered)."""
+        was = LEVELS[state.degrade]
+        state.degrade = level
+        if level == NORMAL:
+            self.degraded.pop(state.agent, None)
+        self.methods.recoveries += 1
+        log.info("agent_recovered", agent=state.agent, level=LEVELS[level], level_was=was)
+        self.emit("agent_recovered", state.agent, level=LEVELS[level], level_was=was)
+
     def recover_all(self) -> None:
         """The queue drained: every degraded agent back to ``normal``."""
-        for agent, state in sorted(self.degraded.items()):
-            was = LEVELS[state.degrade]
-            state.degrade = NORMAL
-            self.methods.recoveries += 1
-            log.info("agent_recovered", agent=agent, level_was=was)
-            self.emit("agent_recovered", agent, level="normal", level_was=was)
+        for _, state in sorted(self.degraded.items()):
+            self.lower_to(state, NORMAL)
         self.degraded.clear()
 
     def stats(self) -> dict[str, Any]:

@@ -95,7 +95,7 @@ class Session:
     job_submitted: float = 0.0  # when the running compaction job was planned (monotonic)
     job_started: float = 0.0  # when the scheduler started it (monotonic)
     degrade: int = 0  # index in DEGRADE_LEVELS (watcher.serve.degrade): the agent's level
-    job_level: int = 0  # the running job's level (>= degrade; without load it is not sticky)
+    job_level: int = 0  # the running job's level (without load a late job's is not the agent's)
 
     @property
     def usage(self) -> float:

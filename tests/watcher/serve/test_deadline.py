@@ -117,6 +117,7 @@ def test_deadline_from_the_look_ahead() -> None:
     at = 18.0  # the last growth: 1900 tokens
     # room 1100 - a large turn (100: no variance) = 1000 = 10 turns, then the next one crosses
     assert la.deadline(1900, 3000, at) == at + 2.0 * 11
+    assert la.deadline(1900, 3000, at, margin=False) == at + 2.0 * 12  # average turns only: 11 fit
     assert la.deadline(1900, 2050, at) == at + 2.0  # the next turn crosses
     assert la.deadline(1900, 1900, at + 7) == at  # already over: its deadline was its last growth
     near, far = la.deadline(1900, 2500, at), la.deadline(1900, 9000, at)
