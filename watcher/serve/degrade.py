@@ -5,7 +5,9 @@ not to fit the budget (watcher.planning.lookahead.Lookahead.deadline, at the age
 The job's expected time is the measured time of jobs of the same method (:class:`JobTimes`: an
 exponentially weighted mean from the job's start to its proposal being ready, on this machine, at
 this load). If the job cannot be done in time while other agents wait (at least :data:`LOADED`:
-a load, not one fast agent), the agent degrades to a cheaper strategy:
+a load, not one fast agent) and the agent's context is over its high watermark (at risk: a
+compaction started early by the look-ahead has its reserve left), the agent degrades to a cheaper
+strategy:
 
 =====  ===============  =====================================================================
 level  name             what the agent's jobs do
@@ -154,12 +156,14 @@ class Degrader:
     def need(self, state: Session, slack_s: float, holds_model: bool, waiting: int) -> int:
         """The level of a job starting now for ``state``'s agent, with ``waiting`` other agents in
         the queue, and the agent's level changed to it (said when it changes). Only under load (at
-        least :data:`LOADED` waiting) can a job that cannot be done in ``slack_s`` degrade its
-        agent; without, it only skips the model when the model would be late (not a degradation:
-        a cheaper job would make no one else sooner, and it costs quality). A job that finds
-        enough time recovers its agent: the load has fallen for it."""
+        least :data:`LOADED` waiting) and with the agent's context over its high watermark (its
+        reserve is being used: the estimate of its next turn is not all that stands between it and
+        an overflow) can a job that cannot be done in ``slack_s`` degrade its agent; else it only
+        skips the model when the model would be late (not a degradation: a cheaper job would make
+        no one else sooner, and it costs quality). A job that finds enough time recovers its
+        agent: the load has fallen for it."""
         need = level_for(slack_s, self.times, holds_model)
-        if waiting < LOADED:
+        if waiting < LOADED or state.ctx.tokens < state.marks.high:
             need = min(need, DETERMINISTIC)
             if need < state.degrade:
                 self.lower_to(state, need)
