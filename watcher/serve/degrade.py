@@ -1,7 +1,9 @@
 """Graceful degradation under load, per agent, and which digest method each job used.
 
 When a compaction job starts, its agent's **slack** is the time until its next LLM call is expected
-not to fit the budget (watcher.planning.lookahead.Lookahead.deadline, at the agent's average turn).
+not to fit the budget (watcher.planning.lookahead.Lookahead.deadline, at the agent's average turn;
+negative when the context is over the budget already: its call waits for this job. A next turn
+expected earlier that has not come yet says nothing about when it will: such a job is not late).
 The job's expected time is the measured time of jobs of the same method (:class:`JobTimes`: an
 exponentially weighted mean from the job's start to its proposal being ready, on this machine, at
 this load). If the job cannot be done in time while other agents wait (at least :data:`LOADED`:

@@ -22,7 +22,7 @@ from watcher.planning.planner import Plan, early_cap
 from watcher.planning.policies import PlanInputs, Planned
 from watcher.serve import records
 from watcher.serve.compactor import build
-from watcher.serve.degrade import DETERMINISTIC, MASKING, NORMAL, Degrader, fast_plan
+from watcher.serve.degrade import DETERMINISTIC, MARGIN, MASKING, NORMAL, Degrader, fast_plan
 from watcher.serve.hub import Hub
 from watcher.serve.session import Pending, Session, prepare_plan
 from watcher.store.crashpoints import crashpoint
@@ -68,9 +68,11 @@ class Jobs:
         await, when the scheduler has given it its lane."""
         if not state.planner.plans_ahead:  # the baselines compact as they always do
             return NORMAL
-        now = state.job_started
-        left = state.lookahead.deadline(state.ctx.tokens, state.marks.budget, now, margin=False) - now
+        now, tokens, budget = state.job_started, state.ctx.tokens, state.marks.budget
+        left = state.lookahead.deadline(tokens, budget, now, margin=False) - now
         sched = self.hub.scheduler
+        if left < 0 and tokens < budget:  # its next turn is later than expected: when is not known
+            left = self.degrader.times.expect("deterministic") * MARGIN  # (past: its call waits now)
         return self.degrader.need(state, left, sched.holds_model(), sched.depth)
 
     def trigger(self, state: Session) -> int:
