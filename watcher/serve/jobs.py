@@ -73,7 +73,10 @@ class Jobs:
         sched = self.hub.scheduler
         if left < 0 and tokens < budget:  # its next turn is later than expected: when is not known
             left = self.degrader.times.expect("deterministic") * MARGIN  # (past: its call waits now)
-        return self.degrader.need(state, left, sched.holds_model(), sched.depth)
+        level = self.degrader.need(state, left, sched.holds_model(), sched.depth)
+        if level == DETERMINISTIC and not state.degrade and not self.hub.cfg.compaction.lookahead:
+            return NORMAL  # not degraded, only late: without look-ahead the model is not skipped
+        return level
 
     def trigger(self, state: Session) -> int:
         """Compaction is considered once the context holds more than this many tokens."""
