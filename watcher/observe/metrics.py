@@ -34,16 +34,16 @@ from prometheus_client.registry import Collector
 from ipc.context import Context
 from ipc.protocol import E
 from summarizer.digest import Summarizer
-from watcher.observe import logs
+from watcher.observe import digests, logs
 
 log = logs.get("compactd.metrics")
 
 MAX_AGENT_SERIES: Final = 100
 ERROR_CODES: Final = frozenset(v for k, v in vars(E).items() if k.isupper() and isinstance(v, str))
 OUTCOMES: Final = ("sent", "applied", "stale", "rejected", "failed", "dropped")
-DIGEST_METHODS: Final = ("model", "deterministic", "masking", "headtail")  # watcher.serve.degrade
-MODEL_SKIPPED: Final = ("deadline", "degraded", "busy", "too_small", "rejected", "model_failed", "no_model")
-DEGRADE_LEVELS: Final = ("deterministic", "masking", "headtail")
+DIGEST_METHODS: Final = digests.METHODS
+MODEL_SKIPPED: Final = digests.SKIP_REASONS
+DEGRADE_LEVELS: Final = digests.LEVELS[1:]  # a level below normal
 LATENCY_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 HEADER_TIMEOUT_S: Final = 5.0
 MAX_HEADER_BYTES: Final = 16 * 1024

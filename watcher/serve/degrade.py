@@ -33,7 +33,8 @@ replay baselines act as they always do.
 ``masking``, ``headtail``) and, for a daemon with a model, why a job did not use it: ``deadline``
 (its gist would come too late), ``degraded`` (the agent is degraded), ``busy`` (the model lane was
 taken or too many agents waited), ``too_small`` (no prose to gist), ``rejected`` (the gist failed
-its check or did not pay), ``model_failed`` (the model failed or is in back-off), ``no_model``.
+its check or did not pay), ``model_failed`` (the model failed or is in back-off), ``no_model``,
+``policy`` (the agent's planner does not digest: the ``masking`` baseline).
 """
 
 from __future__ import annotations
@@ -44,16 +45,14 @@ from typing import Any, Final
 from ipc.sections import Section
 from summarizer.digest import Digest
 from watcher.observe import logs
+from watcher.observe.digests import LEVELS, METHODS, SKIP_REASONS
 from watcher.planning.baselines import MASK_MIN_TOKENS, MaskPlan, oldest_region, plan_masking
 from watcher.planning.planner import Plan, Watermarks
-from watcher.serve.session import DEGRADE_LEVELS, Session
+from watcher.serve.session import Session
 
 log = logs.get("compactd.degrade")
 
-LEVELS: Final = DEGRADE_LEVELS
 NORMAL, DETERMINISTIC, MASKING, HEADTAIL = range(4)
-METHODS: Final = ("model", "deterministic", "masking", "headtail")
-SKIP_REASONS: Final = ("deadline", "degraded", "busy", "too_small", "rejected", "model_failed", "no_model")
 DEFAULT_JOB_S: Final = {"model": 8.0, "deterministic": 0.5, "masking": 0.05, "headtail": 0.05}
 ALPHA: Final = 0.3  # weight of the newest job time
 MARGIN: Final = 1.5  # a strategy is used only if its expected time x MARGIN fits in the slack
@@ -170,6 +169,8 @@ class Degrader:
             if need < state.degrade:
                 self.lower_to(state, need)
             return need
+        if need == MASKING and state.degrade == HEADTAIL:
+            need = HEADTAIL  # one tier: the plan says which of the two (watcher.serve.jobs)
         if need > state.degrade:
             self.raise_to(state, need, slack_s)
         elif need < state.degrade:

@@ -106,6 +106,8 @@ class Jobs:
         sched = hub.scheduler
         has_model = hub.summarizer.engine is not None
         why = "degraded" if has_model else "no_model"
+        if isinstance(p, MaskPlan) and state.job_level < MASKING:  # the masking baseline
+            return sched.deterministic(hub.summarizer), "policy" if has_model else why
         if isinstance(p, MaskPlan) or p.strategy == "headtail":
             det = sched.deterministic(hub.summarizer)  # gives the model lane back
             if isinstance(p, MaskPlan):

@@ -16,13 +16,12 @@ from typing import Protocol
 from ipc.context import Context
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from watcher.observe.digests import LEVELS
 from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks
 from watcher.planning.policies import Policy, policy_for
 from watcher.planning.scoring import Scorer
 
-# an agent's degradation level (watcher.serve.degrade): its jobs' strategy, cheapest last
-DEGRADE_LEVELS = ("normal", "deterministic", "masking", "headtail")
 PREPARE_SLICE_S = 0.002  # features computed per turn of the event loop before a plan (prepare_plan)
 
 
@@ -94,7 +93,7 @@ class Session:
     lookahead: Lookahead = field(default_factory=Lookahead)  # growth and job-time estimates
     job_submitted: float = 0.0  # when the running compaction job was planned (monotonic)
     job_started: float = 0.0  # when the scheduler started it (monotonic)
-    degrade: int = 0  # index in DEGRADE_LEVELS (watcher.serve.degrade): the agent's level
+    degrade: int = 0  # the agent's level (watcher.serve.degrade), an index in observe.digests.LEVELS
     job_level: int = 0  # the running job's level (without load a late job's is not the agent's)
 
     @property
@@ -126,7 +125,7 @@ class Session:
             "tokenizer": self.tokenizer,
             "stuck": self.stuck_reported,
             "lookahead": self.lookahead.snapshot(),
-            "degraded": DEGRADE_LEVELS[self.degrade],
+            "degraded": LEVELS[self.degrade],
         }
 
     def count_applied(self, p: Proposal) -> None:
