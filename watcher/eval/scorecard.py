@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,9 +120,8 @@ class Run:
 
     def applied(self, p: Proposal, before: list[Section | None]) -> None:
         """Account for a proposal the agent applied; ``before`` = the replaced sections as they were."""
-        new = {d.id: d for d in p.digest}
         old = {s.id: s for s in before if s is not None}
-        taken = [s for s in old.values() if not (s.id in new and new[s.id].text == s.text)]
+        taken = list(taken_out(p, before))
         put = [d for d in p.digest if not (d.id in old and old[d.id].text == d.text)]
         t_in, t_out = sum(s.tokens for s in taken), sum(d.tokens for d in put)
         call = len(self.usage)  # the first LLM call that sees the change
@@ -186,6 +186,14 @@ class Run:
             "high_watermark": self.high,
             "low_watermark": self.low,
         }
+
+
+def taken_out(p: Proposal, before: Sequence[Section | None]) -> tuple[Section, ...]:
+    """The sections of ``before`` (what ``p`` replaces, as the agent held them) that ``p`` takes
+    out of the context: not those it passes through unchanged (same id, same text: the sections
+    of a masking range that are not masked). These are the originals its archive must hold."""
+    kept = {(d.id, d.text) for d in p.digest}
+    return tuple(s for s in before if s is not None and (s.id, s.text) not in kept)
 
 
 def _ratio(num: float, den: float) -> float | None:
