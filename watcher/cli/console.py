@@ -158,7 +158,13 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence
 
 
 def agent_state(a: dict[str, Any]) -> str:
-    """One word for what the agent is waiting on."""
+    """One word for what the agent is waiting on, and its strategy when degraded under load."""
+    level = a.get("degraded") or "normal"
+    state = _waiting_on(a)
+    return state if level == "normal" else f"{state}, degraded: {level}"
+
+
+def _waiting_on(a: dict[str, Any]) -> str:
     if not a.get("synced", True):
         return "resyncing"
     if a.get("compacting"):
@@ -233,6 +239,15 @@ def render_status(reply: dict[str, Any], endpoint: str = "") -> str:
             )
         else:
             lines.append("  mqtt      off")
+    dm = d.get("digest_methods")
+    if isinstance(dm, dict):
+        methods = " · ".join(f"{m} {dm.get(m, 0)}" for m in ("model", "deterministic", "masking", "headtail"))
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted((dm.get("model_skipped") or {}).items()) if v)
+        lines.append(
+            f"  digests   {methods}"
+            + (f" · model skipped: {skipped}" if skipped else "")
+            + f" · {dm.get('agents_degraded', 0)} agent(s) degraded under load"
+        )
     errors = d.get("errors") or {}
     if errors:
         lines.append(

@@ -101,9 +101,11 @@ async def _daemon_busy(link: AgentLink) -> bool:
     return bool(me.get("compacting")) or int(me.get("pending_proposals", 0)) > 0
 
 
-async def _engine(link: AgentLink) -> EngineWork:
-    status = await link.status()
-    return EngineWork.from_stats((status.get("daemon") or {}).get("summarizer"))
+async def _engine(link: AgentLink) -> tuple[EngineWork, dict[str, int]]:
+    """The summarizer's work so far, and why jobs skipped the model (daemon-wide counters)."""
+    daemon = (await link.status()).get("daemon") or {}
+    skipped = (daemon.get("digest_methods") or {}).get("model_skipped") or {}
+    return EngineWork.from_stats(daemon.get("summarizer")), {str(k): int(v) for k, v in skipped.items()}
 
 
 async def play(
@@ -127,7 +129,7 @@ async def play(
     ) as link:
         run.high = int(link.welcome.get("high_watermark", 0))
         run.low = int(link.welcome.get("low_watermark", 0))
-        engine_before = await _engine(link)
+        engine_before, skipped_before = await _engine(link)
 
         async def applier() -> None:
             while True:
@@ -163,7 +165,9 @@ async def play(
             if not link.proposals.empty():
                 break  # a proposal arrived and is not applied: nothing else will start
             await asyncio.sleep(0.2)
-        run.engine = await _engine(link) - engine_before
+        engine_after, skipped_after = await _engine(link)
+        run.engine = engine_after - engine_before
+        run.model_skipped = {k: n - skipped_before.get(k, 0) for k, n in skipped_after.items()}
         if canaries:
             run.canaries = await _score_canaries(link, traj, canaries, run)
     run.regret = _regret(traj, run)

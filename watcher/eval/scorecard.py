@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,16 +113,21 @@ class Run:
     added: dict[str, tuple[str, int]] = field(default_factory=dict)  # replacement id -> (text, first call)
     nfr: dict[str, Any] | None = None  # watcher.eval.nfr.Retention.metrics()
     engine: EngineWork = field(default_factory=EngineWork)
+    methods: dict[str, int] = field(default_factory=dict)  # applied proposals by digest method
+    # why the daemon's jobs skipped the model during the run (daemon-wide: with --jobs > 1 the
+    # trajectories played at the same time share it, like the engine figures)
+    model_skipped: dict[str, int] = field(default_factory=dict)
 
     def applied(self, p: Proposal, before: list[Section | None]) -> None:
         """Account for a proposal the agent applied; ``before`` = the replaced sections as they were."""
-        new = {d.id: d for d in p.digest}
         old = {s.id: s for s in before if s is not None}
-        taken = [s for s in old.values() if not (s.id in new and new[s.id].text == s.text)]
+        taken = list(taken_out(p, before))
         put = [d for d in p.digest if not (d.id in old and old[d.id].text == d.text)]
         t_in, t_out = sum(s.tokens for s in taken), sum(d.tokens for d in put)
         call = len(self.usage)  # the first LLM call that sees the change
         self.compactions += 1
+        method = next((m for d in p.digest if (m := d.meta.get("method"))), "unknown")
+        self.methods[method] = self.methods.get(method, 0) + 1
         self.tokens_saved += p.tokens_before - p.tokens_after
         self.invalidated += p.invalidated_prefix_tokens
         if p.invalidated_prefix_tokens > 0:  # several proposals between two calls: one cache miss
@@ -164,6 +170,7 @@ class Run:
             "regret_raw": self.regret.get("regret_raw") if self.regret else None,
         }
         out |= self.nfr or pooled([])
+        out["digest_methods"] = digest_methods([self])
         out |= self.engine.rates()
         out |= self.canaries.metrics() if self.canaries else _no_canaries()
         if self.canaries:
@@ -181,12 +188,36 @@ class Run:
         }
 
 
+def taken_out(p: Proposal, before: Sequence[Section | None]) -> tuple[Section, ...]:
+    """The sections of ``before`` (what ``p`` replaces, as the agent held them) that ``p`` takes
+    out of the context: not those it passes through unchanged (same id, same text: the sections
+    of a masking range that are not masked). These are the originals its archive must hold."""
+    kept = {(d.id, d.text) for d in p.digest}
+    return tuple(s for s in before if s is not None and (s.id, s.text) not in kept)
+
+
 def _ratio(num: float, den: float) -> float | None:
     return round(num / den, 2) if den else None
 
 
 def _no_canaries() -> dict[str, Any]:
     return {"canary_in_context": None, "canary_recall": None}
+
+
+def digest_methods(runs: list[Run]) -> dict[str, Any]:
+    """Applied proposals by digest method (model, deterministic, masking, headtail), the model's
+    share, and why the daemon's jobs skipped the model (watcher.serve.degrade)."""
+    methods: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    for r in runs:
+        for k, n in r.methods.items():
+            methods[k] = methods.get(k, 0) + n
+        for k, n in r.model_skipped.items():
+            skipped[k] = skipped.get(k, 0) + n
+    total = sum(methods.values())
+    share = round(methods.get("model", 0) / total, 4) if total else None
+    out: dict[str, Any] = dict(sorted(methods.items()))
+    return out | {"model_share": share, "model_skipped": dict(sorted(skipped.items()))}
 
 
 def aggregate(runs: list[Run]) -> dict[str, Any]:
@@ -227,6 +258,7 @@ def aggregate(runs: list[Run]) -> dict[str, Any]:
         "regret_raw": round(raw / compacted, 4) if compacted else (0.0 if regret_runs else None),
     }
     out |= pooled(ms)
+    out["digest_methods"] = digest_methods(runs)
     out |= engine.rates()
     tallies = [r.canaries for r in runs if r.canaries is not None]
     if tallies:

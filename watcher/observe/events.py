@@ -8,8 +8,10 @@ Topics (``<prefix>`` is ``mqtt.topic_prefix``, default ``compactd/v1``)::
     <prefix>/<host>/_daemon/events/<kind>         daemon-wide events (degraded / recovered)
 
 Kinds: ``proposal_sent``, ``proposal_applied``, ``proposal_rejected``, ``headroom_alert``,
-``headroom_ok``, ``degraded``, ``recovered``. The payload always has ``kind``, ``host``, ``agent``
-(null for daemon-wide events) and ``ts`` (Unix seconds), plus the event's own fields.
+``headroom_ok``, ``degraded``, ``recovered`` (the summarizer's model), ``agent_degraded``,
+``agent_recovered`` (an agent's compaction strategy under load: watcher.serve.degrade).
+The payload always has ``kind``, ``host``, ``agent`` (null for daemon-wide events) and ``ts``
+(Unix seconds), plus the event's own fields.
 
 Agent ids and the host name are made topic-safe by percent-encoding ``%``, ``/``, ``+``, ``#``,
 NUL and a leading ``_`` or ``$``: an agent's topic can never collide with ``_daemon`` or another
@@ -54,6 +56,8 @@ EVENT_KINDS: Final = frozenset(
         "headroom_ok",
         "degraded",
         "recovered",
+        "agent_degraded",
+        "agent_recovered",
     }
 )
 DAEMON_SEGMENT: Final = "_daemon"

@@ -34,13 +34,16 @@ from prometheus_client.registry import Collector
 from ipc.context import Context
 from ipc.protocol import E
 from summarizer.digest import Summarizer
-from watcher.observe import logs
+from watcher.observe import digests, logs
 
 log = logs.get("compactd.metrics")
 
 MAX_AGENT_SERIES: Final = 100
 ERROR_CODES: Final = frozenset(v for k, v in vars(E).items() if k.isupper() and isinstance(v, str))
 OUTCOMES: Final = ("sent", "applied", "stale", "rejected", "failed", "dropped")
+DIGEST_METHODS: Final = digests.METHODS
+MODEL_SKIPPED: Final = digests.SKIP_REASONS
+DEGRADE_LEVELS: Final = digests.LEVELS[1:]  # a level below normal
 LATENCY_BUCKETS: Final = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0)
 HEADER_TIMEOUT_S: Final = 5.0
 MAX_HEADER_BYTES: Final = 16 * 1024
@@ -85,6 +88,9 @@ class AgentGauges(Protocol):
     @property
     def pending(self) -> Sized: ...
 
+    @property
+    def degrade(self) -> int: ...
+
 
 class Served(Protocol):
     """What the live series read from the server at scrape time (watcher.serve.server.Server)."""
@@ -123,9 +129,7 @@ class Metrics:
             "Prompt-cache prefix tokens invalidated by applied proposals",
             registry=r,
         )
-        self.proposals = Counter("compactd_proposals", "Proposals by outcome", ["outcome"], registry=r)
-        for outcome in OUTCOMES:
-            self.proposals.labels(outcome)
+        self.proposals = _labelled(r, "compactd_proposals", "Proposals by outcome", "outcome", OUTCOMES)
         self.latency = Histogram(
             "compactd_summarizer_latency_seconds",
             "Time to build one digest (compressors + model), successful or not",
@@ -137,9 +141,26 @@ class Metrics:
             "Agents whose headroom could not be kept above the reserve",
             registry=r,
         )
-        self.reloads = Counter("compactd_config_reloads", "SIGHUP reloads by result", ["result"], registry=r)
-        for result in ("ok", "failed"):
-            self.reloads.labels(result)
+        self.digests = _labelled(
+            r, "compactd_digests", "Proposals built, by digest method", "method", DIGEST_METHODS
+        )
+        self.model_skipped = _labelled(
+            r,
+            "compactd_model_skipped",
+            "Proposals of a daemon with a model whose digest is not the model's, by reason",
+            "reason",
+            MODEL_SKIPPED,
+        )
+        self.degradations = _labelled(
+            r,
+            "compactd_agent_degradations",
+            "Agents degraded to a cheaper strategy under load (a job could not be done in time), by level",
+            "level",
+            DEGRADE_LEVELS,
+        )
+        self.reloads = _labelled(
+            r, "compactd_config_reloads", "SIGHUP reloads by result", "result", ("ok", "failed")
+        )
         r.register(_Live(self))
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
@@ -160,6 +181,13 @@ class Metrics:
             self.proposals.labels("dropped").inc()
         elif kind == "digest":
             self.latency.observe(max(0.0, float(fields.get("seconds", 0.0))))
+            if (method := fields.get("method")) in DIGEST_METHODS:
+                self.digests.labels(method).inc()
+            if (reason := fields.get("model_skipped")) in MODEL_SKIPPED:
+                self.model_skipped.labels(reason).inc()
+        elif kind == "agent_degraded":
+            if (level := fields.get("level")) in DEGRADE_LEVELS:
+                self.degradations.labels(level).inc()
         elif kind == "headroom_alert":
             self.alerts.inc()
         elif kind == "config_reloaded":
@@ -217,6 +245,11 @@ class _Live(Collector):
             for a in listed:
                 fam.add_metric([a.agent], float(value(a)))
             yield fam
+        yield _gauge(
+            "compactd_agents_degraded",
+            "Agents whose compaction is degraded to a cheaper strategy under load",
+            sum(a.degrade > 0 for a in agents),
+        )
         worst = min((1.0 - a.usage for a in agents), default=1.0)
         yield _gauge("compactd_headroom_min_ratio", "The least headroom of any agent (1 with none)", worst)
         yield _gauge(
@@ -262,6 +295,14 @@ class _Live(Collector):
             for reason, n in sorted(ev.dropped.items()):
                 dropped.add_metric([reason], n)
             yield dropped
+
+
+def _labelled(r: CollectorRegistry, name: str, doc: str, label: str, values: Iterable[str]) -> Counter:
+    """A counter with one label whose every value exists from the start (at 0)."""
+    counter = Counter(name, doc, [label], registry=r)
+    for value in values:
+        counter.labels(value)
+    return counter
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

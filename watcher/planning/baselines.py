@@ -58,9 +58,16 @@ def plan_reactive(sections: Sequence[Section], marks: Watermarks, fresh: int) ->
     turns); a group (a tool call and its output) is never split. None when the context fits or
     nothing is foldable.
     """
-    total = sum(s.tokens for s in sections)
-    if total <= marks.budget:
+    if sum(s.tokens for s in sections) <= marks.budget:
         return None
+    return oldest_region(sections, marks, fresh, "reactive")
+
+
+def oldest_region(sections: Sequence[Section], marks: Watermarks, fresh: int, strategy: str) -> Plan | None:
+    """The oldest run of non-anchor sections whose digest brings the context down to the low
+    mark (or the longest there is), whatever the usage; None if nothing is foldable. Also the
+    region of a degraded job's head/tail digest (watcher.serve.degrade): no scoring, O(n)."""
+    total = sum(s.tokens for s in sections)
     need = total - marks.low
     anchors = anchor_mask(sections, fresh, oversize_limit(marks))
     n = len(sections)
@@ -82,7 +89,7 @@ def plan_reactive(sections: Sequence[Section], marks: Watermarks, fresh: int) ->
             prefix = sum(s.tokens for s in sections[:start])
             ids = tuple(s.id for s in sections[start:stop])
             target = digest_target(tokens, marks.budget)
-            return Plan(ids, tokens, target, total - prefix, need=need, strategy="reactive")
+            return Plan(ids, tokens, target, total - prefix, need=need, strategy=strategy)
         start = max(stop, start + 1)
     return None
 
@@ -95,16 +102,21 @@ def is_masked(sec: Section) -> bool:
 
 
 def plan_masking(
-    sections: Sequence[Section], marks: Watermarks, fresh: int, keep_turns: int = MASK_KEEP_TURNS
+    sections: Sequence[Section],
+    marks: Watermarks,
+    fresh: int,
+    keep_turns: int = MASK_KEEP_TURNS,
+    over: int | None = None,
 ) -> MaskPlan | None:
     """At the high watermark: mask every tool output older than the freshest ``keep_turns`` turns.
 
     The daemon's own fresh-turn anchor (``fresh``) is honoured too if it is longer. A turn is a run
     of sections sharing a ``group`` (watcher.planning.planner.fresh_start). Pinned and critical sections are
-    never masked. None under the high watermark or when nothing is left to mask.
+    never masked. None under the high watermark (or ``over``, when given) or when nothing is left to
+    mask.
     """
     total = sum(s.tokens for s in sections)
-    if total < marks.high:
+    if total < (marks.high if over is None else over):
         return None
     stop = fresh_start(sections, max(keep_turns, fresh))
     masked = [

@@ -30,6 +30,7 @@ DEFAULT_MODEL_JOB_S = 8.0  # before an agent's first model job: a gist measured 
 DEFAULT_FAST_JOB_S = 0.5  # before its first deterministic job
 BURST_SIGMAS = 2.0  # plan for a turn this many standard deviations above the mean
 TURN_GAP_S = 0.25  # growth this soon after the previous growth belongs to the same step
+FAR_S = 3600.0  # a deadline never lies further ahead than this (no growth seen, or growth ~0)
 
 
 @dataclass
@@ -115,6 +116,22 @@ class Lookahead:
         if not self.steps:
             return True
         return tokens + self._during(self.job_s) + self._burst() < high
+
+    def deadline(self, tokens: int, limit: int, now: float, margin: bool = True) -> float:
+        """When the agent's next LLM call is expected not to fit ``limit`` (its budget): the
+        monotonic time of the turn that takes the context over it, with a large turn of margin
+        (``margin``; else an average turn). A context already over ``limit`` had its deadline when
+        it last grew. No growth seen yet: ``FAR_S`` from now (the scheduler's aging still serves
+        it). The scheduler serves the earliest deadline first (watcher.serve.scheduler, with the
+        margin); a job degrades when it cannot be done before it (watcher.serve.degrade, without:
+        the turn the agent is expected to take, not a pessimistic one)."""
+        if tokens >= limit:
+            return self._at if self._at is not None else now
+        if not self.steps or self.turn_tokens <= 0 or self._at is None:
+            return now + FAR_S
+        ahead = self._burst() if margin else 0.0  # the last turn: a large one, or an average one
+        turns = max(0.0, limit - tokens - ahead) / self.turn_tokens
+        return min(self._at + self.turn_s * (1 + math.floor(turns)), now + FAR_S)
 
     def snapshot(self) -> dict[str, float]:
         return {

@@ -13,6 +13,7 @@ from summarizer.digest import Item, Summarizer
 from watcher.planning.baselines import MaskPlan
 from watcher.planning.planner import Plan
 from watcher.planning.policies import Planned
+from watcher.serve.degrade import model_note
 from watcher.serve.session import Pending, Session
 from watcher.store.crashpoints import crashpoint
 
@@ -60,7 +61,7 @@ async def build_proposal(state: Session, plan: Plan, summarizer: Summarizer) -> 
         invalidated_prefix_tokens=plan.invalidated_prefix_tokens,
         archive=(ref,),
     )
-    return Pending(proposal, originals, digest.method)
+    return Pending(proposal, originals, digest.method, note=model_note(digest))
 
 
 async def archive_first(state: Session, ref: str, originals: tuple[Section, ...]) -> None:

@@ -17,7 +17,8 @@ from watcher.serve.session import Session
 from watcher.store.store import Store
 
 # Observers of what happens (metrics, MQTT events): listener(kind, agent or None, fields).
-# Kinds: proposal_sent/applied/rejected/dropped, digest, headroom_alert/ok, degraded, recovered.
+# Kinds: proposal_sent/applied/rejected/dropped, digest, headroom_alert/ok, degraded, recovered,
+# agent_degraded, agent_recovered.
 Listener = Callable[[str, str | None, dict[str, Any]], None]
 
 # A request of an attached agent: handler(session, message, its ref).

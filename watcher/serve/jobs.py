@@ -1,23 +1,28 @@
 """Compaction jobs: when an agent's session needs one, its plan (in a thread, on the mirror as it
 is), the digest (model or deterministic lane: watcher.serve.scheduler), and the proposal sent.
 
-One job per agent at a time, queued fairly by the scheduler; the session's policy
-(watcher.planning.policies) says when to act and what to fold."""
+One job per agent at a time, queued earliest deadline first by the scheduler; the session's policy
+(watcher.planning.policies) says when to act and what to fold, unless the job cannot be done in
+time and the agent is degraded to a cheaper strategy (watcher.serve.degrade)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Summarizer
+from summarizer.headtail import HeadTailSummarizer
 from watcher.observe import logs
+from watcher.planning.baselines import MaskPlan
 from watcher.planning.planner import Plan, early_cap
 from watcher.planning.policies import PlanInputs, Planned
 from watcher.serve import records
 from watcher.serve.compactor import build
+from watcher.serve.degrade import DETERMINISTIC, MARGIN, MASKING, NORMAL, Degrader, fast_plan
 from watcher.serve.hub import Hub
 from watcher.serve.session import Pending, Session, prepare_plan
 from watcher.store.crashpoints import crashpoint
@@ -35,6 +40,8 @@ def unchanged(snapshot: Sequence[Section], ctx: Context) -> bool:
 class Jobs:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
+        self.degrader = Degrader(hub.emit)
+        hub.scheduler.on_idle = self.degrader.recover_all  # the queue drained: load has fallen
 
     def maybe_compact(self, state: Session) -> None:
         state.lookahead.observe(state.ctx.tokens, time.monotonic())  # O(1): growth per turn
@@ -48,7 +55,28 @@ class Jobs:
             return  # nothing foldable was left; wait until the context has grown before trying again
         state.job_running = True  # queued or running (watcher.serve.scheduler); planned when its turn comes
         state.job_submitted = time.monotonic()
-        self.hub.scheduler.submit(state.agent, lambda: self.run(state))
+        self.hub.scheduler.submit(state.agent, lambda: self.run(state), lambda: self.deadline(state))
+
+    @staticmethod
+    def deadline(state: Session) -> float:
+        """When the agent's next call is expected not to fit its budget (the scheduler's order)."""
+        return state.lookahead.deadline(state.ctx.tokens, state.marks.budget, time.monotonic())
+
+    def level(self, state: Session) -> int:
+        """The degradation level of the job starting now (watcher.serve.degrade), from the time
+        left until the agent's next turn is expected not to fit; decided before the job's first
+        await, when the scheduler has given it its lane."""
+        if not state.planner.plans_ahead:  # the baselines compact as they always do
+            return NORMAL
+        now, tokens, budget = state.job_started, state.ctx.tokens, state.marks.budget
+        left = state.lookahead.deadline(tokens, budget, now, margin=False) - now
+        sched = self.hub.scheduler
+        if left < 0 and tokens < budget:  # its next turn is later than expected: when is not known
+            left = self.degrader.times.expect("deterministic") * MARGIN  # (past: its call waits now)
+        level = self.degrader.need(state, left, sched.holds_model(), sched.depth)
+        if level == DETERMINISTIC and not state.degrade and not self.hub.cfg.compaction.lookahead:
+            return NORMAL  # not degraded, only late: without look-ahead the model is not skipped
+        return level
 
     def trigger(self, state: Session) -> int:
         """Compaction is considered once the context holds more than this many tokens."""
@@ -69,19 +97,35 @@ class Jobs:
                 return ahead
         return state.lookahead.tokens_ahead(model=False)
 
-    def summarizer_for(self, state: Session, p: Planned) -> Summarizer:
-        """The model (through the scheduler's lane) when its digest would be ready before the high
-        watermark; else a deterministic digest now: the headroom comes first (DESIGN: never worse)."""
+    def summarizer_for(self, state: Session, p: Planned) -> tuple[Summarizer, str]:
+        """(summarizer, why not the model): the model (through the scheduler's lane) when its
+        digest would be ready before the high watermark and the agent is not degraded; else a
+        deterministic digest now: the headroom comes first (DESIGN: never worse). A degraded job's
+        head/tail region gets the head/tail digest (summarizer.headtail)."""
         hub = self.hub
+        sched = hub.scheduler
+        has_model = hub.summarizer.engine is not None
+        why = "degraded" if has_model else "no_model"
+        if isinstance(p, MaskPlan) and state.job_level < MASKING:  # the masking baseline
+            return sched.deterministic(hub.summarizer), "policy" if has_model else why
+        if isinstance(p, MaskPlan) or p.strategy == "headtail":
+            det = sched.deterministic(hub.summarizer)  # gives the model lane back
+            if isinstance(p, MaskPlan):
+                return det, why  # counts the placeholders' tokens
+            return HeadTailSummarizer(None, count=hub.summarizer.count), why
+        if state.job_level >= DETERMINISTIC:
+            return sched.deterministic(hub.summarizer), why if state.degrade or not has_model else "deadline"
         if (
-            isinstance(p, Plan)
-            and state.planner.plans_ahead  # a baseline digests as it would (reactive waits)
+            state.planner.plans_ahead  # a baseline digests as it would (reactive waits)
             and hub.cfg.compaction.lookahead
-            and hub.summarizer.engine is not None
+            and has_model
             and not state.lookahead.model_in_time(state.ctx.tokens, state.marks.high)
         ):
-            return hub.scheduler.deterministic(hub.summarizer)
-        return hub.scheduler.pick(hub.summarizer)
+            return sched.deterministic(hub.summarizer), "deadline"
+        chosen = sched.pick(hub.summarizer)
+        if not has_model:
+            return chosen, why
+        return chosen, "" if chosen is hub.summarizer else "busy"
 
     def wanted(self, state: Session) -> bool:
         """Is a compaction of the agent's mirror as it is now still wanted?"""
@@ -119,7 +163,13 @@ class Jobs:
         return True, self.plan_on(state, list(state.ctx), self.ahead(state))
 
     async def run(self, state: Session) -> None:
-        """The agent's turn in the scheduler: plan on the mirror as it is now, then compact."""
+        """The agent's turn in the scheduler: plan on the mirror as it is now, then compact (a
+        degraded agent: masking or head/tail, planned in O(n) on the loop)."""
+        state.job_started = time.monotonic()
+        state.job_level = self.level(state)
+        if state.job_level >= MASKING:
+            await self.run_degraded(state)
+            return
         if state.planner.needs_features:
             await prepare_plan(state)  # features of new sections, in slices: other agents go on
         wanted, p = await self.plan(state)
@@ -147,6 +197,26 @@ class Jobs:
                 tokens_ahead=self.ahead(state),
                 queued_s=round(time.monotonic() - state.job_submitted, 3),
             )
+        await self.compact(state, p)
+
+    async def run_degraded(self, state: Session) -> None:
+        if not self.wanted(state):
+            state.job_running = False
+            return
+        level, p = fast_plan(list(state.ctx), state.marks, self.hub.cfg.compaction.fresh_turns)
+        if p is None:
+            state.job_running = False
+            self.stuck(state, "degraded: nothing to mask and no region to fold")
+            return
+        self.degrader.raise_to(state, level, 0.0)  # masking was not enough: head and tail
+        log.info(
+            "compaction_planned",
+            agent=state.agent,
+            strategy=p.strategy if isinstance(p, Plan) else "masking",
+            tokens=state.ctx.tokens,
+            region_tokens=p.tokens,
+            degraded=level,
+        )
         await self.compact(state, p)
 
     def stuck(self, state: Session, why: str) -> None:
@@ -180,17 +250,23 @@ class Jobs:
     async def compact(self, state: Session, p: Planned) -> None:
         hub = self.hub
         t0 = time.monotonic()
-        summarizer = self.summarizer_for(state, p)  # model or not: chosen before the first await
+        summarizer, why = self.summarizer_for(state, p)  # model or not: chosen before the first await
+        used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
+        pending: Pending | None = None
         try:
             pending = await build(state, p, summarizer)
         except Exception:
             log.exception("compaction_failed", agent=state.agent)
-            pending = None
         finally:
             state.job_running = False
-            hub.emit("digest", state.agent, seconds=time.monotonic() - t0)
+            fields: dict[str, Any] = {"seconds": time.monotonic() - t0}
+            if pending is not None:
+                why = why or (pending.note if used_model else "")
+                self.degrader.methods.count(pending.method, why)
+                self.degrader.times.record(pending.method, time.monotonic() - state.job_started)
+                fields |= {"method": pending.method, "model_skipped": why}
+            hub.emit("digest", state.agent, **fields)
             if isinstance(p, Plan):
-                used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
                 state.lookahead.job_done(time.monotonic() - state.job_submitted, p.tokens, used_model)
             hub.check_degraded()
         if hub.agents.get(state.agent) is not state:

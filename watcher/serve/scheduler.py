@@ -1,4 +1,4 @@
-"""Fair scheduling of compaction jobs: agents served round-robin, latest wins, the model in one lane.
+"""Scheduling of compaction jobs: earliest deadline first, latest wins, the model in one lane.
 
 Without it every agent that crosses its watermark starts an asyncio task, and the tasks race for
 the single inference thread: a job's model deadline starts while it is still queued behind the
@@ -6,11 +6,18 @@ others (so under load jobs time out before they run and the summarizer turns its
 and each job digests the plan it made when it was queued, which the agent's later deltas have
 often made stale by the time it runs.
 
-Here each agent has at most one slot in a ring. ``submit`` for an agent already waiting only
-replaces its job (latest wins; the queue never holds more entries than there are agents); the
-worker takes the agent at the head and runs its job, and the agent's next job goes to the back of
-the ring, so one chatty agent cannot take turns from the others. Jobs plan when they start, on the
-mirror as it is then.
+Here each agent has at most one waiting slot. ``submit`` for an agent already waiting only
+replaces its job (latest wins; the queue never holds more entries than there are agents). Each
+slot carries the agent's **deadline**: when its next LLM call is expected not to fit its budget
+(watcher.planning.lookahead.Lookahead.deadline, read again each time the worker picks, so it
+follows the agent's growth while it waits). The worker runs the slot with the earliest deadline
+first, so the agent whose next turn would cross its budget first goes first. Starvation-free: a
+slot's deadline counts as no later than :data:`MAX_WAIT_S` after it joined the queue and no earlier
+than when it joined, so a slot that has waited ``MAX_WAIT_S`` goes before every slot that joined
+after it, however urgent (``aged`` counts the jobs served by that bound). Without deadlines (or with
+equal ones) the order is the order of joining, which with one slot per agent is round-robin: one
+chatty agent cannot take turns from the others. Jobs plan when they start, on the mirror as it is
+then.
 
 Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
 
@@ -24,12 +31,17 @@ Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
   (watcher.serve.digestpool: the event loop keeps serving frames meanwhile), beside the job in the
   model lane; :data:`DETERMINISTIC_LANES` of them at once, so that one plans on the loop while
   the other's digest is computed in the worker.
+
+When a job cannot be done before its deadline, the job degrades its agent to a cheaper strategy
+(watcher.serve.degrade); ``on_idle`` is called when the queue has drained and nothing runs, which
+is when degraded agents recover.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -42,9 +54,15 @@ from watcher.serve.digestpool import DigestPool
 log = logs.get("compactd.scheduler")
 
 Job = Callable[[], Awaitable[None]]
+Deadline = Callable[[], float]  # monotonic time by which the agent needs its compaction done
 WAIT_SAMPLES = 4096  # recent queue waits kept for the percentiles in stats()
 MODEL_MAX_WAITING = 2  # more agents waiting than this: jobs skip the model until the queue drains
 DETERMINISTIC_LANES = 2  # jobs at once besides the model's: one plans on the loop while one digests
+MAX_WAIT_S = 30.0  # aging: a waiting job's deadline counts as no later than this after it joined
+
+
+def _never() -> float:
+    return math.inf
 
 
 class FairScheduler:
@@ -56,13 +74,12 @@ class FairScheduler:
         (a daemon without a model gives every job a deterministic lane)."""
         self.track = track if track is not None else set()
         self._has_model = has_model
-        self._ring: deque[str] = deque()
-        self._jobs: dict[str, tuple[Job, float]] = {}  # key -> (latest job, when it joined the ring)
+        self._jobs: dict[str, tuple[Job, float, Deadline]] = {}  # key -> (latest job, joined, deadline)
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()  # a job ended
         self._worker: asyncio.Task[None] | None = None
         self._running: dict[asyncio.Task[None], str] = {}
-        self._deferred: dict[str, Job] = {}  # submitted while the same agent's job was running
+        self._deferred: dict[str, tuple[Job, Deadline]] = {}  # submitted while its job was running
         self._model: asyncio.Task[None] | None = None  # the job in the model lane
         self.submitted = 0
         self.coalesced = 0  # submits that replaced a waiting job of the same agent
@@ -71,6 +88,9 @@ class FairScheduler:
         self.model_jobs = 0
         self.model_skipped = 0  # jobs of a daemon with a model that digested without it
         self.max_depth = 0
+        self.aged = 0  # jobs that went first because they had waited MAX_WAIT_S, not by deadline
+        self.late = 0  # jobs started after their deadline
+        self.on_idle: Callable[[], None] | None = None  # the queue drained and nothing runs
         self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
         self.max_wait_s = 0.0
         self.pool = DigestPool()
@@ -78,25 +98,26 @@ class FairScheduler:
     @property
     def depth(self) -> int:
         """Agents waiting for their turn (not counting those running)."""
-        return len(self._ring)
+        return len(self._jobs)
 
     @property
     def running(self) -> int:
         return len(self._running)
 
-    def submit(self, key: str, job: Job) -> None:
+    def submit(self, key: str, job: Job, deadline: Deadline = _never) -> None:
+        """Queue ``job`` for agent ``key``; ``deadline`` says when the agent needs it done (read
+        each time the worker picks the next job)."""
         self.submitted += 1
         if key in self._running.values():  # one job per agent at a time: it queues when this ends
             self.coalesced += key in self._deferred
-            self._deferred[key] = job
+            self._deferred[key] = (job, deadline)
             return
         if key in self._jobs:
-            self._jobs[key] = (job, self._jobs[key][1])  # keeps its place in the ring
+            self._jobs[key] = (job, self._jobs[key][1], deadline)  # keeps the time it joined
             self.coalesced += 1
             return
-        self._jobs[key] = (job, time.monotonic())
-        self._ring.append(key)
-        self.max_depth = max(self.max_depth, len(self._ring))
+        self._jobs[key] = (job, time.monotonic(), deadline)
+        self.max_depth = max(self.max_depth, len(self._jobs))
         self._wake.set()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._work(), name="compaction-scheduler")
@@ -127,14 +148,25 @@ class FairScheduler:
         """Forget an agent's waiting job (it detached); True if there was one."""
         if self._deferred.pop(key, None) is not None:
             return True
-        if self._jobs.pop(key, None) is None:
-            return False
-        with contextlib.suppress(ValueError):
-            self._ring.remove(key)
-        return True
+        return self._jobs.pop(key, None) is not None
 
     def waiting(self, key: str) -> bool:
         return key in self._jobs or key in self._deferred
+
+    def _next(self, now: float) -> str:
+        """The waiting agent to serve now: the earliest deadline, each clamped to [joined,
+        joined + MAX_WAIT_S] (aging), ties to the one that joined first."""
+        best, best_key = "", (math.inf, math.inf, math.inf)
+        for key, (_, since, deadline) in self._jobs.items():
+            d = deadline()
+            k = (min(max(d, since), since + MAX_WAIT_S), since, d)
+            if k < best_key:
+                best, best_key = key, k
+        if best_key[2] > best_key[1] + MAX_WAIT_S <= now:  # served by the bound, not by its deadline
+            self.aged += 1
+        if best_key[2] < now:
+            self.late += 1
+        return best
 
     def _may_start(self) -> bool:
         """A free deterministic lane (the job in the model lane does not take one)."""
@@ -142,15 +174,18 @@ class FairScheduler:
 
     async def _work(self) -> None:
         while True:
-            while not self._ring:
+            while not self._jobs:
                 self._wake.clear()
                 await self._wake.wait()
             while not self._may_start():
                 self._changed.clear()
                 await self._changed.wait()
-            key = self._ring.popleft()
-            job, since = self._jobs.pop(key)
-            wait = time.monotonic() - since
+            if not self._jobs:  # discarded meanwhile
+                continue
+            now = time.monotonic()
+            key = self._next(now)
+            job, since, _ = self._jobs.pop(key)
+            wait = now - since
             self._waits.append(wait)
             self.max_wait_s = max(self.max_wait_s, wait)
             task = asyncio.create_task(self._run(key, job), name=f"compact-{key}")
@@ -176,12 +211,13 @@ class FairScheduler:
             self._model = None
         self.served += 1
         self._changed.set()
-        if key is not None and (job := self._deferred.pop(key, None)) is not None:
+        if key is not None and (deferred := self._deferred.pop(key, None)) is not None:
             self.submitted -= 1  # counted when it was deferred
-            self.submit(key, job)  # to the back of the ring
+            self.submit(key, *deferred)  # joins the queue now
+        if not self._jobs and not self._running and self.on_idle is not None:
+            self.on_idle()
 
     async def close(self) -> None:
-        self._ring.clear()
         self._jobs.clear()
         self._deferred.clear()
         tasks = [t for t in (self._worker, *self._running) if t is not None]
@@ -209,6 +245,8 @@ class FairScheduler:
             "coalesced": self.coalesced,
             "served": self.served,
             "failed": self.failed,
+            "aged": self.aged,
+            "late": self.late,
             "model_jobs": self.model_jobs,
             "model_skipped": self.model_skipped,
             "digests_in_worker": self.pool.remote,

@@ -84,11 +84,12 @@ class Server:
         self._listeners: list[Listener] = []  # add_listener
         self._status_extra: dict[str, Callable[[], Any]] = {}  # more "daemon" fields for STATUS
         self.meter = limits.Meter()  # bytes all mirrors hold (watcher.serve.limits)
-        # compaction jobs: one per agent at a time, round-robin; a model lane only with a model
+        # compaction jobs: one per agent at a time, earliest deadline first; a model lane only with a model
         self.scheduler = FairScheduler(self.tasks, has_model=lambda: self.summarizer.engine is not None)
         self.add_status("compaction_queue", self.scheduler.stats)
         self.housekeeping = Housekeeping(self)
         self.jobs = Jobs(self)
+        self.add_status("digest_methods", self.jobs.degrader.stats)
         self.sync = Sync(self, self.jobs)
         acks, requests = Acks(self, self.sync, self.jobs), Requests(self, self.jobs)
         # requests that need an attached agent -> their handler (session, msg, ref)

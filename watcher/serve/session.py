@@ -16,6 +16,7 @@ from typing import Protocol
 from ipc.context import Context
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from watcher.observe.digests import LEVELS
 from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks
 from watcher.planning.policies import Policy, policy_for
@@ -30,6 +31,7 @@ class Pending:
     originals: tuple[Section, ...]
     method: str
     created: float = field(default_factory=time.monotonic)
+    note: str = ""  # why a digest written with the model's summarizer is not the model's
 
 
 @dataclass
@@ -90,6 +92,9 @@ class Session:
     scorer: Scorer = field(default_factory=Scorer)  # cached section features (watcher.planning.scoring)
     lookahead: Lookahead = field(default_factory=Lookahead)  # growth and job-time estimates
     job_submitted: float = 0.0  # when the running compaction job was planned (monotonic)
+    job_started: float = 0.0  # when the scheduler started it (monotonic)
+    degrade: int = 0  # the agent's level (watcher.serve.degrade), an index in observe.digests.LEVELS
+    job_level: int = 0  # the running job's level (without load a late job's is not the agent's)
 
     @property
     def usage(self) -> float:
@@ -120,6 +125,7 @@ class Session:
             "tokenizer": self.tokenizer,
             "stuck": self.stuck_reported,
             "lookahead": self.lookahead.snapshot(),
+            "degraded": LEVELS[self.degrade],
         }
 
     def count_applied(self, p: Proposal) -> None:

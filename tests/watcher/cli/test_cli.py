@@ -186,3 +186,15 @@ def test_status_text_says_which_weights_are_in_use() -> None:
     text = render_status({"daemon": {"uptime_s": 1, "weights": failed}})
     assert "  weights   shipped (asked: q4_0); re-encoding failed: cache not writable" in text
     assert "weights" not in render_status({"daemon": {"uptime_s": 1, "weights": None}})
+
+
+def test_status_text_says_which_digest_methods_ran_and_who_is_degraded() -> None:
+    methods = {"model": 3, "deterministic": 9, "masking": 2, "headtail": 1, "agents_degraded": 1}
+    methods["model_skipped"] = {"busy": 4, "deadline": 0, "degraded": 3}
+    agents = [{"agent": "a1", "degraded": "masking"}, {"agent": "a2", "degraded": "normal"}]
+    text = render_status({"daemon": {"uptime_s": 1, "digest_methods": methods}, "agents": agents})
+    line = "  digests   model 3 · deterministic 9 · masking 2 · headtail 1"
+    line += " · model skipped: busy 4, degraded 3"
+    assert line + " · 1 agent(s) degraded under load" in text
+    rows = {r.split()[0]: r for r in text.splitlines() if r.startswith(("a1", "a2"))}
+    assert rows["a1"].endswith("ok, degraded: masking") and rows["a2"].endswith(" ok")

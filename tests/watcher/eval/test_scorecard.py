@@ -63,3 +63,31 @@ def test_engine_work_from_status() -> None:
     assert (work.prefilled, work.prefill_s, work.decoded, work.decode_s) == (1000, 4.0, 80, 4.0)
     assert EngineWork.from_stats(None) == EngineWork()
     assert (work - work).rates() == {"summarizer_prefill_tps": None, "summarizer_decode_tps": None}
+
+
+def test_digest_methods_per_run_and_pooled() -> None:
+    """The replay report's ``digest_methods``: applied proposals by the method their digest
+    section carries, the model's share, and why the daemon skipped the model during the run."""
+    a, b = sec("a", "assistant", 300), sec("b", "tool_result", 300)
+
+    def digest(did: str, method: str) -> Section:
+        return Section(did, "digest", "d", tokens=20, meta={"method": method})
+
+    masked = Section("b", "tool_result", "[omitted]", tokens=10, meta={"masked": "1", "method": "masking"})
+    r1 = Run("one", 1000, 0.15)
+    r1.applied(proposal("p1", [a], [digest("d1", "model")]), [a])
+    r1.applied(proposal("p2", [a, b], [a, masked]), [a, b])  # masking: unchanged a carries no method
+    r1.model_skipped = {"busy": 1}
+    r2 = Run("two", 1000, 0.15)
+    r2.applied(proposal("p3", [b], [digest("d3", "deterministic")]), [b])
+    r2.applied(proposal("p4", [a], [digest("d4", "headtail")]), [a])
+    r2.model_skipped = {"busy": 2, "degraded": 1}
+    assert r1.metrics()["digest_methods"] == {
+        "masking": 1,
+        "model": 1,
+        "model_share": 0.5,
+        "model_skipped": {"busy": 1},
+    }
+    pooled = aggregate([r1, r2])["digest_methods"]
+    assert pooled["model"] == 1 and pooled["deterministic"] == 1 and pooled["headtail"] == 1
+    assert pooled["model_share"] == 0.25 and pooled["model_skipped"] == {"busy": 3, "degraded": 1}

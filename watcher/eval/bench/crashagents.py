@@ -16,6 +16,7 @@ from ipc.client import AgentLink, LinkError
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from watcher.eval.bench.looped import looped_turns
+from watcher.eval.scorecard import taken_out
 from watcher.eval.trajectories import Trajectory
 
 CHECKPOINT_EVERY: Final = 5  # turns
@@ -148,7 +149,7 @@ class Agent:
     async def apply_queued(self) -> None:
         while not self.link.proposals.empty():
             p = self.link.proposals.get_nowait()
-            originals = tuple(s for i in p.replaces if (s := self.link.context.get(i)) is not None)
+            originals = taken_out(p, [self.link.context.get(i) for i in p.replaces])
             try:
                 ok = await self.link.apply(p)
             except LinkError as exc:

@@ -39,7 +39,7 @@ from ipc.sections import Section
 from watcher.eval.bench.goals import BenchError, Goal, exercised, in_range, judge
 from watcher.eval.bench.procstat import Sampler, ask_status, loop_lag
 from watcher.eval.harness import DaemonProcess, ReplayError
-from watcher.eval.scorecard import percentile
+from watcher.eval.scorecard import percentile, taken_out
 from watcher.store.store import DB_NAME, check_integrity, connect_readonly
 
 RECALL_SAMPLE: Final = 400  # applied proposals whose originals are recalled after the run
@@ -184,7 +184,7 @@ async def run_agent(
         i += 1
         while not link.proposals.empty():
             p = link.proposals.get_nowait()
-            originals = tuple(s for sid in p.replaces if (s := link.context.get(sid)) is not None)
+            originals = taken_out(p, [link.context.get(sid) for sid in p.replaces])
             if await link.apply(p):
                 run.compactions += 1
                 if p.archive:

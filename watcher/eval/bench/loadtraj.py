@@ -116,7 +116,12 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
                 await asyncio.gather(*(a.close() for a in agents))
                 ctx.destroy(0)
     queue = (final.get("daemon") or {}).get("compaction_queue") or sampler.queue
-    return _step_result(n, s.budget, [a.tally for a in agents], sampler, queue, elapsed, load0)
+    result = _step_result(n, s.budget, [a.tally for a in agents], sampler, queue, elapsed, load0)
+    methods = (final.get("daemon") or {}).get("digest_methods") or {}  # watcher.serve.degrade
+    result["digest_methods"] = methods
+    result["degraded_digests"] = sum(int(methods.get(m, 0)) for m in ("masking", "headtail"))
+    result["degradations"] = sum((methods.get("degradations") or {}).values())
+    return result
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -173,6 +178,9 @@ def _step_result(
         "client_cpu_pct_mean": _mean([p.get("client_cpu_pct") for p in sampler.curve]),
         "rss_mb_max": max(rss, default=None),
         "rss_mb_first": rss[0] if rss else None,
+        # once a second: (s, daemon RSS MB, MB of section text all mirrors hold): RSS per mirrored MB,
+        # and whether RSS flattens at a [daemon] max_total_bytes cap (issue 17, Deliver 4)
+        "rss_mirrors_curve": [[p["t"], p.get("rss_mb"), p.get("mirrors_mb")] for p in sampler.curve],
         "loadavg_start": round(load0, 2),
         "loadavg_end": round(os.getloadavg()[0], 2),
         "start_tokens_median": statistics.median(t.start_tokens for t in tallies),
@@ -192,7 +200,8 @@ async def run_traj_load(
         r = steps[n]
         progress(
             f"load: {n} agents: overflow {r['overflow_calls']}, stalled {r['stalled_calls']}, "
-            f"queue wait p99 {r['queue_wait_ms_p99']} ms, rss {r['rss_mb_max']} MB"
+            f"queue wait p99 {r['queue_wait_ms_p99']} ms, degraded digests {r['degraded_digests']}, "
+            f"rss {r['rss_mb_max']} MB"
         )
         return r
 

@@ -1,0 +1,169 @@
+"""Deadline-first scheduling: the agent whose next turn would cross its budget first goes first;
+an agent far from its budget still runs (aging); latest wins per agent."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+
+import pytest
+
+from ipc.client import AgentLink
+from ipc.sections import Section
+from tests.fixtures.daemon import wait_until
+from watcher.eval.harness import DaemonProcess
+from watcher.planning.lookahead import FAR_S, Lookahead
+from watcher.serve import scheduler as scheduler_module
+from watcher.serve.scheduler import DETERMINISTIC_LANES, FairScheduler, Job
+
+
+def recorder(order: list[str], key: str, hold: float = 0.0) -> Job:
+    async def run() -> None:
+        order.append(key)
+        await asyncio.sleep(hold)
+
+    return run
+
+
+async def occupy(sched: FairScheduler) -> asyncio.Event:
+    """Fill every deterministic lane with a job that waits for the returned gate."""
+    gate = asyncio.Event()
+    started = 0
+
+    async def blocker() -> None:
+        nonlocal started
+        started += 1
+        await gate.wait()
+
+    for i in range(DETERMINISTIC_LANES):
+        sched.submit(f"blocker-{i}", blocker)
+    await wait_until(lambda: started == DETERMINISTIC_LANES, 5, "the lanes are busy")
+    return gate
+
+
+async def test_the_earliest_deadline_goes_first_whatever_the_order_of_joining() -> None:
+    sched = FairScheduler(has_model=lambda: False)
+    gate = await occupy(sched)
+    order: list[str] = []
+    now = time.monotonic()
+    deadlines = {"far": 25.0, "later": 22.0, "soon": 5.0, "mid": 15.0, "now": 0.5, "past": -3.0}
+    for key, d in deadlines.items():  # joined in this order
+        sched.submit(key, recorder(order, key), lambda d=d: now + d)
+    sched.submit("no-deadline", recorder(order, "no-deadline"))  # counts as MAX_WAIT_S (30 s) away
+    assert sched.depth == 7
+    gate.set()
+    await wait_until(lambda: len(order) == 7, 5, "every job ran")
+    assert order == ["past", "now", "soon", "mid", "later", "far", "no-deadline"], order
+    assert sched.late == 1  # "past" started after its deadline
+    await sched.close()
+
+
+async def test_a_deadline_is_read_when_the_worker_picks() -> None:
+    """A waiting agent that grew meanwhile (its deadline came closer) goes first; latest wins."""
+    sched = FairScheduler(has_model=lambda: False)
+    gate = await occupy(sched)
+    order: list[str] = []
+    now = time.monotonic()
+    deadline = {"a": now + 10, "b": now + 20}
+    sched.submit("a", recorder(order, "a-old"), lambda: deadline["a"])
+    sched.submit("b", recorder(order, "b"), lambda: deadline["b"])
+    sched.submit("a", recorder(order, "a"), lambda: deadline["a"])  # latest wins, one slot
+    deadline["b"] = now + 1  # b's context grew: its next turn crosses its budget sooner
+    gate.set()
+    await wait_until(lambda: len(order) == 2, 5, "both ran")
+    assert order == ["b", "a"] and sched.coalesced == 1
+    await sched.close()
+
+
+async def test_an_agent_far_from_its_budget_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Urgent agents keep coming, each past its deadline; the far one runs once it has waited
+    MAX_WAIT_S, before every urgent job that joined after that."""
+    monkeypatch.setattr(scheduler_module, "MAX_WAIT_S", 0.2)
+    sched = FairScheduler(has_model=lambda: False)
+    order: list[str] = []
+    stop = time.monotonic() + 5
+    made = itertools.count()
+
+    def urgent() -> None:
+        key = f"u{next(made)}"
+
+        async def run() -> None:
+            order.append(key)
+            await asyncio.sleep(0.01)
+            if "far" not in order and time.monotonic() < stop:
+                urgent()  # each urgent job brings two more: the lanes are never idle
+                urgent()
+
+        sched.submit(key, run, lambda: time.monotonic() - 1)
+
+    for _ in range(DETERMINISTIC_LANES + 1):
+        urgent()
+    t0 = time.monotonic()
+    sched.submit("far", recorder(order, "far"), lambda: time.monotonic() + FAR_S)
+    await wait_until(lambda: "far" in order, 5, "the far agent ran")
+    waited = time.monotonic() - t0
+    assert 0.15 <= waited < 1.0, waited
+    assert len(order) > 5 and sched.aged >= 1
+    await sched.close()
+
+
+def test_deadline_from_the_look_ahead() -> None:
+    la = Lookahead()
+    assert la.deadline(100, 1000, 5.0) == 5.0 + FAR_S  # no growth seen yet
+    for k in range(10):  # 100 tokens every 2 s
+        la.observe(1000 + 100 * k, 2.0 * k)
+    at = 18.0  # the last growth: 1900 tokens
+    # room 1100 - a large turn (100: no variance) = 1000 = 10 turns, then the next one crosses
+    assert la.deadline(1900, 3000, at) == at + 2.0 * 11
+    assert la.deadline(1900, 3000, at, margin=False) == at + 2.0 * 12  # average turns only: 11 fit
+    assert la.deadline(1900, 2050, at) == at + 2.0  # the next turn crosses
+    assert la.deadline(1900, 1900, at + 7) == at  # already over: its deadline was its last growth
+    near, far = la.deadline(1900, 2500, at), la.deadline(1900, 9000, at)
+    assert near < far <= at + FAR_S
+
+
+@pytest.mark.slow
+async def test_a_near_budget_agent_is_served_before_earlier_far_ones(tmp_path: Path) -> None:
+    """A real daemon (no model): six agents far from their budget and one near it cross their
+    compaction trigger in the same burst, the near one last; its proposal comes among the first
+    (round-robin would serve it last)."""
+    proc = DaemonProcess(tmp_path, None, model=False)
+    await proc.wait_ready(30)
+    try:
+        far = [AgentLink(proc.endpoint, agent=f"far-{i}", budget=40_000, timeout_s=20) for i in range(6)]
+        near = AgentLink(proc.endpoint, agent="near", budget=8_000, timeout_s=20)
+        links = [*far, near]
+        for link in links:
+            await link.connect()
+
+        def sec(link: AgentLink, n: int, tokens: int) -> Section:
+            text = "".join(f"{link.agent} line {n}.{j}: value={n * 7 + j}\n" for j in range(tokens // 12))
+            return Section(f"{link.agent}-{n}", "tool_result", text, tokens=tokens)
+
+        # the same growth for all (500 tokens a turn every 0.3 s), below their triggers (high watermark
+        # minus the look-ahead's 1 333 tokens); the first SNAPSHOT is the look-ahead's baseline
+        starts = {link.agent: (31_000 if link in far else 3_800) for link in links}
+        for link in links:
+            await link.snapshot([sec(link, i, 500) for i in range(starts[link.agent] // 500)])
+        for turn in range(3):
+            await asyncio.sleep(0.3)
+            await asyncio.gather(*(link.append(sec(link, 100 + turn, 500), wait=True) for link in links))
+        assert all(link.proposals.empty() for link in links), "nobody crossed a trigger yet"
+        # the burst: far agents first, the near one last. Then far agents are ~3 turns from their
+        # budget (34 500 of 40 000), the near one's next turn crosses it (7 300 of 8 000)
+        for link in links:
+            await link.append(sec(link, 200, 2_000), wait=False)
+        arrivals: list[str] = []
+
+        async def first_proposal(link: AgentLink) -> None:
+            await asyncio.wait_for(link.proposals.get(), 60)
+            arrivals.append(link.agent)
+
+        await asyncio.gather(*(first_proposal(link) for link in links))
+        assert arrivals.index("near") < DETERMINISTIC_LANES + 1, arrivals
+        for link in links:
+            await link.close()
+    finally:
+        proc.stop()
