@@ -1,23 +1,27 @@
-"""Needed-fact retention offline: the planner and real deterministic digests, no daemon, no model.
+"""Needed-fact retention and canaries offline: the planner and real deterministic digests, no daemon.
 
 Each trajectory is played as watcher.eval.plansim plays it (plans applied at once before the agent's
 LLM call, optimistic strategy, 4 fresh turns, the default watermarks), but each region is replaced
 by the real deterministic digest (summarizer.digest.Summarizer without a model, the model's
-tokenizer counting), and NFR (watcher.eval.nfr) is computed on what was replaced. Seconds per
-trajectory: a quick check of a summarizer change before the live replay (``compactd replay``), which
-also has the look-ahead, the model's gists and real timing, so its figures differ.
+tokenizer counting), and NFR (watcher.eval.nfr) is computed on what was replaced. With
+``--canaries FILE`` the canaries are planted as ``compactd replay --canaries FILE --seed N`` plants
+them (watcher.eval.canaries), and those whose section was compacted are counted per kind: still
+verbatim in the context at the end, or lost. Seconds per trajectory: a quick check of a summarizer
+change before the live replay (``compactd replay``), which also has the look-ahead, the model's
+gists and real timing, so its figures differ.
 
-.venv/bin/python bench/nfr_offline.py ../shared/trajectories/mini-swe-agent/*.json ...
+.venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] TRAJECTORY ...
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
 from watcher.config.agents import AUTO_BAND, AUTO_LOW
+from watcher.eval.canaries import CANARY_KINDS, CanaryTally, load_canaries, plant, score
 from watcher.eval.nfr import Retention, retention
 from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import Trajectory, load_many
@@ -27,7 +31,8 @@ from watcher.planning.scoring import Scorer
 BUDGET, RESERVE, FRESH = 32000, 0.15, 4
 
 
-def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retention, int]:
+def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retention, int, list[Section]]:
+    """NFR, the number of digests, and the context at the end."""
     ctx: list[Section] = []
     scorer = Scorer(None)
     removed: dict[str, int] = {}
@@ -47,22 +52,40 @@ def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retenti
             added[ref] = (d.text, k)
             for s in region:
                 removed.setdefault(s.id, k)
-    return retention(traj.turns, removed, added), len(added)
+    return retention(traj.turns, removed, added), len(added), ctx
 
 
-def main(paths: list[str]) -> None:
+def _kinds(t: CanaryTally) -> str:
+    return " ".join(f"{k} {t.in_context[k]}/{t.compacted[k]}" for k in CANARY_KINDS if k != "user")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("trajectories", nargs="+")
+    ap.add_argument("--canaries", help="plant these canaries (one sentence a line) and count them")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
     count = token_counter(True)
     summ = Summarizer(None, count=count)
     marks = Watermarks(BUDGET, RESERVE, min(AUTO_LOW, 1 - RESERVE - AUTO_BAND))
+    sentences = load_canaries(args.canaries) if args.canaries else []
     needed = kept = 0
-    print("trajectory | digests | needed | kept | NFR | first lost")
-    for traj in load_many(paths, count=count):
-        r, n = play(traj, summ, marks)
+    pooled = CanaryTally()
+    lost: list[str] = []
+    print("trajectory | digests | needed | kept | NFR | canaries in context | first lost")
+    for loaded in load_many(args.trajectories, count=count):
+        traj, canaries = plant(loaded, sentences, args.seed, count) if sentences else (loaded, [])
+        r, n, ctx = play(traj, summ, marks)
+        tally = score(canaries, {s.id: s for s in traj.sections}, ctx, {}, {})
+        pooled.add(tally)
+        lost += [f"{traj.name}: {c}" for c in tally.lost]
         needed, kept = needed + r.needed, kept + r.kept
         nfr = "–" if r.nfr is None else f"{r.nfr:.3f}"
-        print(f"{traj.name} | {n} | {r.needed} | {r.kept} | {nfr} | {' '.join(r.lost[:6])}")
-    print(f"pooled | | {needed} | {kept} | {kept / needed if needed else 0:.3f} |")
+        print(f"{traj.name} | {n} | {r.needed} | {r.kept} | {nfr} | {_kinds(tally)} | {' '.join(r.lost[:6])}")
+    print(f"pooled | | {needed} | {kept} | {kept / needed if needed else 0:.3f} | {_kinds(pooled)} |")
+    for line in lost:
+        print(f"canary lost: {line}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
