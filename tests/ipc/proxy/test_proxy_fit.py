@@ -21,6 +21,7 @@ from tests.ipc.proxy.test_proxy_compaction import (
     check_anthropic_body,
     check_openai_body,
     openai_turn,
+    start,
 )
 from watcher.eval.bench.llama_server import ModelServer
 from watcher.eval.harness import DaemonProcess
@@ -46,15 +47,7 @@ def test_run_ends_at_group_boundaries_and_stops_at_what_must_stay() -> None:
 async def _replay(proxy: Proxy, api: str, turns: int) -> list[dict[str, Any]]:
     """The agent's requests, back to back (no time for digests), each checked: accepted by the
     upstream and counted by it within the window."""
-    base = f"http://127.0.0.1:{proxy.port}"
-    if api == "openai":
-        url, history = (
-            base + "/v1/chat/completions",
-            [{"role": "system", "content": "You are a coding agent."}],
-        )
-    else:
-        url, history = base + "/v1/messages", []
-    history.append({"role": "user", "content": "Find the bug in the request handlers."})
+    url, history = start(api, f"http://127.0.0.1:{proxy.port}")
     sent: list[dict[str, Any]] = []
     async with aiohttp.ClientSession() as http:
         for i in range(turns):
@@ -79,7 +72,7 @@ async def test_requests_fit_without_the_daemon(
     # no daemon behind the socket: not one digest will come; the window must hold anyway
     settings = proxy_settings(anthropic_upstream.url, f"ipc://{tmp_path}/nobody.sock", window=WINDOW)
     async with Proxy(settings) as proxy:
-        sent = await _replay(proxy, api, 16)
+        sent = await _replay(proxy, api, 11)
         bodies = [json.loads(b) for _, b in proxy.sent]
     notes = [b for b in bodies if "[compactd elided" in json.dumps(b)]
     assert notes, "the window was outgrown and nothing was elided"
@@ -106,7 +99,7 @@ async def test_requests_fit_when_turns_outrun_the_daemon(
 ) -> None:
     settings = proxy_settings(anthropic_upstream.url, daemon.endpoint, window=WINDOW)
     async with Proxy(settings) as proxy:
-        await _replay(proxy, api, 24)
+        await _replay(proxy, api, 14)
         status = proxy.status()
     conv = status["conversations"][0]
     assert conv["tokens_upstream"] <= WINDOW

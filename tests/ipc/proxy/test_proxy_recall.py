@@ -167,6 +167,6 @@ async def test_llama_server_accepts_the_offered_tool(anthropic_upstream: ModelSe
     )
     async with Proxy(settings) as proxy:
         for api in ("anthropic", "openai"):
-            await _conversation(proxy, api, 10, settle=False)  # every request answered 200
+            await _conversation(proxy, api, 9, settle=False)  # every request answered 200
         offered = [json.loads(b) for _, b in proxy.sent if b"[compactd elided" in b]
     assert offered
