@@ -102,6 +102,10 @@ class Transcript:
             raise
         return out
 
+    def section(self, sid: str) -> Section | None:
+        """The section of a message in the list (or of a digest), None if there is none."""
+        return self._sections.get(sid)
+
     def sections(self) -> list[Section]:
         """Every section, in order (for ``link.snapshot``)."""
         head = [self.system] if self.system is not None else []

@@ -29,8 +29,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from ipc.client import AgentLink, LinkError
 from ipc.protocol import T
+from ipc.recalled import PAGE_BYTES, render_items
 
-PAGE_BYTES = 24_000  # one tool answer: about 6k tokens of originals
 SEARCH_HITS = 20
 
 
@@ -113,25 +113,6 @@ def _reader_link(who: Identity) -> AgentLink:
     return AgentLink(who.endpoint, who.agent, 1000, token=who.token, session=who.session, reader=True)
 
 
-def _render_items(reply: dict[str, Any], only: str = "") -> str:
-    out: list[str] = []
-    for item in reply.get("items", []):
-        head = f"== archive {item.get('ref')} (session {item.get('session')})"
-        if item.get("evicted"):
-            out.append(f"{head}: evicted ({item['evicted']})")
-            continue
-        out.append(head)
-        for sec in item.get("sections", []):
-            if only and sec.get("id") != only:
-                continue
-            role = f" {sec['role']}" if sec.get("role") else ""
-            out.append(f"--- {sec.get('id')} [{sec.get('kind')}{role}]\n{sec.get('text', '')}")
-    nxt = reply.get("next_offset")
-    if isinstance(nxt, int):
-        out.append(f"[more: call again with offset={nxt}]")
-    return "\n".join(out)
-
-
 def build(who: Identity, make: Callable[[Identity], AgentLink] | None = None) -> MCPServer:
     """The MCP server for ``who`` (not yet running: ``server.run("stdio")``)."""
     reader = ArchiveReader(who, make)
@@ -151,7 +132,7 @@ def build(who: Identity, make: Callable[[Identity], AgentLink] | None = None) ->
         the answer names to read on."""
         base, _, only = ref.strip().partition("#")
         reply = await reader.ask({"refs": [base], "offset": offset, "max_bytes": PAGE_BYTES})
-        return _render_items(reply, only) or f"archive {base} holds no sections"
+        return render_items(reply, only) or f"archive {base} holds no sections"
 
     @server.tool()
     async def search(query: str, offset: int = 0) -> str:
@@ -172,7 +153,7 @@ def build(who: Identity, make: Callable[[Identity], AgentLink] | None = None) ->
         """The archived original of a section id, or every original a digest id (compactd-d…)
         replaced."""
         reply = await reader.ask({"sections": [section_id], "offset": offset, "max_bytes": PAGE_BYTES})
-        return _render_items(reply)
+        return render_items(reply)
 
     return server
 

@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+import aiohttp
 from aiohttp import web
+from multidict import CIMultiDict
 
-from ipc.proxy import wire
-from ipc.proxy.conversation import LinkSettings, Prepared
+from ipc.proxy import recall, wire
+from ipc.proxy.conversation import Conversation, LinkSettings, Prepared
 from ipc.proxy.metrics import Metrics
 from ipc.proxy.registry import Conversations
 from ipc.proxy.rules import CachePolicy
-from ipc.proxy.upstream import Upstream, error_response
+from ipc.proxy.upstream import Outcome, Upstream, error_response
 from ipc.proxy.windows import DEFAULT_WINDOW, Windows
 
 log = logging.getLogger("compactd.proxy")
@@ -51,12 +53,13 @@ class ProxySettings:
     max_conversations: int = 256
     idle_s: float = 3600.0
     keep_bodies: int = 0  # the last N upstream chat bodies, in memory only (tests, debugging)
+    recall_tool: bool = False  # offer compactd_recall to the model and answer it (recall.py)
 
 
 class Proxy:
     def __init__(self, settings: ProxySettings) -> None:
         self.settings = s = settings
-        link = LinkSettings(s.socket, estimate_tokens, s.policy, s.reserve)
+        link = LinkSettings(s.socket, estimate_tokens, s.policy, s.reserve, recall_tool=s.recall_tool)
         self.conversations = Conversations(
             link, Windows(s.windows, s.default_window), limit=s.max_conversations, idle_s=s.idle_s
         )
@@ -115,10 +118,11 @@ class Proxy:
         except web.HTTPRequestEntityTooLarge:
             self.metrics.requests.labels(api, "413").inc()
             return error_response(api, 413, f"request body larger than {self.settings.max_body} bytes")
-        name, prepared = "", Prepared(None)
+        name, prepared, conv, stream = "", Prepared(None), None, True
         if request.method == "POST" and request.path.rstrip("/") in wire.PATHS:
             try:
                 req = wire.parse(api, body)
+                stream = req.stream
             except wire.WireError as exc:
                 self.metrics.requests.labels(api, str(exc.status)).inc()
                 return error_response(api, exc.status, str(exc))
@@ -142,9 +146,34 @@ class Proxy:
         if self.settings.keep_bodies and name:
             self.sent.append((name, out))
         overhead = time.perf_counter() - t0
-        response, outcome = await self.upstream.relay(request, api, out)
+        offer = self.settings.recall_tool and not stream and (prepared.digests or prepared.elided)
+        if conv is not None and offer:
+            response, outcome = await self._recall_turn(request, api, conv, out)
+        else:
+            response, outcome = await self.upstream.relay(request, api, out)
         self.metrics.record(api, name, prepared, outcome, overhead)
         return response
+
+    async def _recall_turn(
+        self, request: web.Request, api: wire.Api, conv: Conversation, body: bytes
+    ) -> tuple[web.StreamResponse, Outcome]:
+        """The turn with compactd_recall offered and its calls answered here (recall.py)."""
+        out = Outcome()
+        headers: CIMultiDict[str] = CIMultiDict()
+
+        async def fetch(b: bytes) -> tuple[int, bytes]:
+            nonlocal headers
+            status, headers, data = await self.upstream.exchange(request, api, b)
+            return status, data
+
+        try:
+            status, data, answered = await recall.run(api, recall.offer(api, body), fetch, conv.recall_text)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            out.status, out.upstream_error = 502, f"upstream failed: {type(exc).__name__}: {exc}"
+            return error_response(api, 502, out.upstream_error), out
+        self.metrics.recalls.inc(answered)
+        out.status = status
+        return web.Response(status=status, headers=headers, body=data), out
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.render(), content_type="text/plain", charset="utf-8")

@@ -99,6 +99,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="apply ready digests regardless of the cache from this fraction of the window",
     )
     p.add_argument(
+        "--elide-to",
+        type=float,
+        default=0.6,
+        help="when a request still reaches --apply-at with every ready digest applied, leave its oldest "
+        "messages out of the upstream request down to this fraction of the window (default 0.6)",
+    )
+    p.add_argument(
+        "--recall-tool",
+        action="store_true",
+        help="offer the model a compactd_recall tool (non-streaming requests that carry digests) and "
+        "answer its calls from the archive, invisibly to the agent",
+    )
+    p.add_argument(
         "--reserve",
         type=float,
         default=0.5,
@@ -119,7 +132,8 @@ def settings_from(args: argparse.Namespace) -> object:
         socket=args.socket or default_socket(),
         windows=dict(args.window),
         default_window=args.default_window,
-        policy=CachePolicy(args.bust_ratio, args.apply_at),
+        policy=CachePolicy(args.bust_ratio, args.apply_at, args.elide_to),
+        recall_tool=args.recall_tool,
         reserve=args.reserve,
         max_body=int(args.max_body_mb * (1 << 20)),
         shutdown_s=args.shutdown_timeout,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,8 +22,9 @@ import msgspec
 
 from ipc.adapters import DIGEST_MARK, AdapterError, Transcript
 from ipc.client import AgentLink, LinkError
-from ipc.protocol import Proposal
-from ipc.proxy import rules, wire
+from ipc.protocol import Proposal, T
+from ipc.proxy import fit, rules, wire
+from ipc.recalled import PAGE_BYTES, render_items
 from ipc.sections import Section
 
 log = logging.getLogger("compactd.proxy")
@@ -36,6 +38,7 @@ class LinkSettings:
     policy: rules.CachePolicy = field(default_factory=rules.CachePolicy)
     reserve: float | None = None
     timeout_s: float = 5.0
+    recall_tool: bool = False
 
 
 @dataclass
@@ -49,6 +52,7 @@ class Prepared:
     tokens_out: int = 0  # ... of what goes upstream
     digests: int = 0  # digest messages in the upstream request
     applied: list[str] = field(default_factory=list)  # proposals applied at this request (why)
+    elided: int = 0  # messages left out of the upstream request (fit.py), this request's total
     kept: int = 0
     cacheable: int = 0
 
@@ -73,6 +77,7 @@ class Conversation:
         self.chain: list[bytes] = []
         self.index_of: dict[str, int] = {}  # section id -> message index in the agent's requests
         self.kinds: dict[str, str] = {}
+        self.groups: dict[str, str] = {}  # section id -> tool group ("" for none)
         self.tokens: dict[str, int] = {}
         self.digests: dict[str, bytes] = {}  # digest section id -> its message, encoded
         self.orig_tokens = 0
@@ -80,6 +85,9 @@ class Conversation:
         self.previous: list[rules.Entry] = []  # the previous upstream request (the cached prefix)
         self.wire: list[str] = []  # the section ids of the upstream request's messages, in order
         self.acked: list[Proposal] = []  # ACKed (the daemon's mirror has them), not yet on the wire
+        self.elided: list[str] = []  # wire ids left out of upstream requests (fit.py), in order
+        self.elision = b""  # the note message standing for them, encoded once per cut
+        self.elision_key = ""
         self.stats = rules.CacheStats()
         self.link: AgentLink | None = None
         self.broken = ""  # why it is no longer mirrored (requests then go upstream unchanged)
@@ -145,6 +153,7 @@ class Conversation:
             self.wire.append(sec.id)
             self.index_of[sec.id] = i
             self.kinds[sec.id] = sec.kind
+            self.groups[sec.id] = sec.group
             self.tokens[sec.id] = sec.tokens
             self.orig_tokens += sec.tokens
         self.ensure_link()
@@ -155,12 +164,71 @@ class Conversation:
                 self._lose(f"the daemon refused the messages: {exc}")
                 total = self.orig_tokens + self.system_tokens
                 return Prepared(None, len(req.messages), len(new), total, total)
+        self._bust_reason = ""
         applied = await self._take_proposals()
+        if self._fit():
+            applied.append("elided")
         return self._build(req, len(new), applied)
+
+    def _view(self) -> list[str]:
+        """The upstream request's message keys: the wire, the elided run as its one note."""
+        if not self.elided:
+            return self.wire
+        gone, out = set(self.elided), []
+        for sid in self.wire:
+            if sid not in gone:
+                out.append(sid)
+            elif self.elision_key not in out:
+                out.append(self.elision_key)
+        return out
 
     def _entries(self) -> list[rules.Entry]:
         head = [("system", self.system_tokens)] if self.system_tokens else []
-        return head + [(sid, self.tokens[sid]) for sid in self.wire]
+        return head + [(sid, self.tokens[sid]) for sid in self._view()]
+
+    def _movable(self, sid: str) -> bool:
+        if sid == self.wire[-1] or self.kinds.get(sid) == "system":
+            return False
+        i = self.index_of.get(sid)
+        return i is None or i >= len(self.raw) or b'"cache_control"' not in bytes(self.raw[i])
+
+    def _fit(self) -> bool:
+        """Elide the oldest messages when the request, with every ready digest on the wire, still
+        reaches ``apply_at`` of the window: down to ``elide_to`` of it (fit.py). True if cut."""
+        policy = self.settings.policy
+        total = sum(t for _, t in self._entries())
+        if total < policy.apply_at * self.window:
+            return False
+        need = total - int(policy.elide_to * self.window) + fit.NOTE_TOKENS
+        start = self.wire.index(self.elided[-1]) + 1 if self.elided else fit.head_end(self.wire, self._kind)
+        end = fit.extend(self.wire, start, need, self.tokens.__getitem__, self._group, self._movable)
+        if end == start:
+            return False  # nothing may go (a cache_control marker, a huge latest message): as it is
+        self.elided += self.wire[start:end]
+        self._cut(f"elided to fit the window ({total} tokens of {self.window})")
+        return True
+
+    def _cut(self, reason: str) -> None:
+        """Encode the note for the elided run (once per cut: the same cut, the same bytes)."""
+        tokens = sum(self.tokens[s] for s in self.elided)
+        text = fit.note(self.elided, tokens, self.settings.recall_tool)
+        self.elision = wire.digest_message(self.api, text)
+        self.elision_key = f"{fit.ELISION_KEY}:{self.elided[0]}..{self.elided[-1]}:{len(self.elided)}"
+        self.tokens[self.elision_key] = self.settings.count(text)
+        self._bust_reason = reason
+        log.info(
+            "elided conversation=%s messages=%d tokens=%d reason=%s",
+            self.name,
+            len(self.elided),
+            tokens,
+            reason,
+        )
+
+    def _kind(self, sid: str) -> str:
+        return self.kinds.get(sid, "")
+
+    def _group(self, sid: str) -> str:
+        return self.groups.get(sid, "")
 
     async def _take_proposals(self) -> list[str]:
         """ACK what the daemon proposed (its mirror shrinks at once, so it plans the next one from
@@ -175,7 +243,6 @@ class Conversation:
                 log.info("proposal_refused conversation=%s proposal=%s reason=%s", self.name, p.proposal, why)
             if await link.apply(p, onto=self):
                 self.acked.append(p)
-        self._bust_reason = ""
         if not self.acked:
             return []
         applied: list[str] = []
@@ -200,6 +267,11 @@ class Conversation:
         if self.wire[start:stop] != list(p.replaces):  # cannot happen: acked in order, on this list
             raise AdapterError(f"proposal {p.proposal} does not fit the upstream message list")
         self.wire[start:stop] = [d.id for d in p.digest]
+        gone = set(self.elided)
+        if gone & set(p.replaces):  # a digest of elided messages stays elided (the note's bytes stay)
+            inside = gone.issuperset(p.replaces)
+            gone = (gone - set(p.replaces)) | ({d.id for d in p.digest} if inside else set())
+            self.elided = [s for s in self.wire if s in gone]
 
     def _build(self, req: wire.ChatRequest, new: int, applied: list[str]) -> Prepared:
         entries = self._entries()
@@ -207,10 +279,11 @@ class Conversation:
         if self.previous:
             kept, cacheable = self.stats.record(self.previous, entries, self._bust_reason)
         self.previous = entries
-        digests = sum(1 for sid in self.wire if sid in self.digests)
+        view = self._view()
+        digests = sum(1 for sid in view if sid in self.digests)
         body = None
-        if digests:
-            out = [self.digests[s] if s in self.digests else self.raw[self.index_of[s]] for s in self.wire]
+        if digests or self.elided:
+            out = [self._message(s) for s in view]
             body = wire.rebuild(req, out)
         return Prepared(
             body,
@@ -220,9 +293,32 @@ class Conversation:
             sum(t for _, t in entries),
             digests,
             applied,
+            len(self.elided),
             kept,
             cacheable,
         )
+
+    def _message(self, sid: str) -> msgspec.Raw | bytes:
+        if sid == self.elision_key:
+            return self.elision
+        return self.digests[sid] if sid in self.digests else self.raw[self.index_of[sid]]
+
+    # --- the recall tool (recall.py) ---------------------------------------------------------------
+    async def recall_text(self, ref: str) -> str:
+        """What compactd_recall answers for ``ref``: a message the agent still sends (an elided
+        one) from the proxy's copy, else the daemon's archive, in this conversation's scope."""
+        base, _, only = ref.partition("#")
+        sec = self.transcript.section(base)
+        if sec is not None and base not in self.digests:
+            return f"--- {sec.id} [{sec.kind} {sec.role}]\n{sec.text}"
+        if self.link is None:
+            return f"compactd cannot recall {ref!r} now: its daemon is not attached"
+        what = {"refs": [base]} if re.fullmatch(r"a\d+", base) else {"sections": [base]}
+        try:
+            reply = await self.link.request({"t": T.RECALL, **what, "max_bytes": PAGE_BYTES})
+        except LinkError as exc:
+            return f"compactd has nothing under {ref!r}: {exc}"
+        return render_items(reply, only) or f"compactd has nothing under {ref!r}"
 
     # --- proposals onto the message list (ipc.client.Target) -------------------------------------
     def check(self, proposal: Proposal) -> str:

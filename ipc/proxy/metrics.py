@@ -35,6 +35,9 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5),
             registry=r,
         )
+        self.recalls = Counter(
+            "compactd_proxy_recall_calls", "compactd_recall calls answered by the proxy", registry=r
+        )
         self.conversations = Gauge("compactd_proxy_conversations", "Live conversations", registry=r)
 
     def render(self) -> bytes:

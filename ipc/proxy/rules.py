@@ -10,6 +10,8 @@ the next one from there), but put on the wire only at a request boundary where
 * it busts nothing (its messages were never sent upstream as they are), or
 * the saving of all ACKed digests is worth the bust: ``saving >= bust_ratio * busted`` tokens, or
 * the conversation needs the room: the request would reach ``apply_at`` of the window.
+  If it still does with every ready digest on the wire, the oldest messages are elided down to
+  ``elide_to`` of the window (fit.py): the request always fits.
 
 Then all ACKed digests go on the wire at once, oldest first: one cache miss for all of them. Every
 bust is counted with its reason, and so are the prefix tokens kept byte-identical from one request
@@ -28,10 +30,13 @@ Entry = tuple[str, int]  # (message key in the upstream request, its tokens)
 class CachePolicy:
     bust_ratio: float = 1.0
     apply_at: float = 0.9  # of the window
+    elide_to: float = 0.6  # the last resort (fit.py) cuts a request still at apply_at down to this
 
     def __post_init__(self) -> None:
         if self.bust_ratio < 0 or not 0 < self.apply_at <= 1:
             raise ValueError("bust_ratio must be >= 0 and apply_at in (0, 1]")
+        if not 0 < self.elide_to < self.apply_at:
+            raise ValueError("elide_to must be in (0, apply_at)")
 
 
 def busted_tokens(previous: Sequence[Entry], first_replaced: str) -> int:

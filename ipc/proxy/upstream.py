@@ -117,6 +117,23 @@ class Upstream:
             await self._pipe(resp, stream, api, out)
             return stream, out
 
+    async def exchange(
+        self, request: web.Request, api: wire.Api, body: bytes
+    ) -> tuple[int, CIMultiDict[str], bytes]:
+        """One non-streaming POST of ``body``, read whole and uncompressed (the recall tool reads
+        the answer); aiohttp's errors propagate."""
+        assert self._session is not None, "Upstream.start() first"
+        headers = forward_headers(request.headers)
+        headers.popall("Accept-Encoding", None)
+        async with self._session.post(
+            self.url(api, request.path_qs),
+            headers=headers,
+            data=body,
+            skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+            allow_redirects=False,
+        ) as resp:
+            return resp.status, forward_headers(resp.headers), await resp.read()
+
     async def _pipe(
         self, resp: aiohttp.ClientResponse, stream: web.StreamResponse, api: wire.Api, out: Outcome
     ) -> None:

@@ -272,7 +272,15 @@ def cmd_bench_proxy(args: argparse.Namespace) -> int:
     from watcher.eval.bench.proxy import ProxyBenchSettings, run_proxy_bench
 
     def run() -> dict[str, Any]:
-        names = ("trajectory", "api", "turns", "window", "latency_rounds", "turn_interval")
+        names = (
+            "trajectory",
+            "api",
+            "turns",
+            "window",
+            "latency_rounds",
+            "turn_interval",
+            "upstream_weights",
+        )
         kw: dict[str, Any] = {n: getattr(args, n) for n in names}
         settings = ProxyBenchSettings(**kw, model=not args.no_model, workdir=args.workdir or "")
         return asyncio.run(run_proxy_bench(settings))

@@ -358,6 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     bpx.add_argument("--latency-rounds", type=int, default=60, help="100k-token request pairs (default 60)")
     bpx.add_argument("--turn-interval", type=float, default=0.0, help="the agent's own seconds per turn")
     bpx.add_argument("--workdir", metavar="DIR", help="keep logs here")
+    bpx.add_argument(
+        "--upstream-weights",
+        default="q4_0",
+        help="the upstream's weights: q4_0 (default, as the daemon's), q8_0, f16, f32 or shipped",
+    )
     bpx.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bpx.set_defaults(bench_func=cmd_bench_proxy)
 

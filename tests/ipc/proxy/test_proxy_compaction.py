@@ -61,6 +61,14 @@ def _with_marker(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def start(api: str, base: str) -> tuple[str, list[dict[str, Any]]]:
+    """The chat URL of ``api`` on the proxy at ``base`` and a conversation's first messages."""
+    task = {"role": "user", "content": "Find the bug in the request handlers."}
+    if api == "openai":
+        return base + "/v1/chat/completions", [{"role": "system", "content": "You are a coding agent."}, task]
+    return base + "/v1/messages", [task]
+
+
 def check_openai_body(body: dict[str, Any]) -> None:
     msgs = body["messages"]
     assert msgs[0]["role"] == "system"
@@ -114,14 +122,7 @@ async def test_digests_go_into_later_requests(
     async with Proxy(settings) as proxy, aiohttp.ClientSession() as http:
         base = f"http://127.0.0.1:{proxy.port}"
         system = [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}]
-        if api == "openai":
-            url, history = (
-                base + "/v1/chat/completions",
-                [{"role": "system", "content": "You are a coding agent."}],
-            )
-        else:
-            url, history = base + "/v1/messages", []
-        history.append({"role": "user", "content": "Find the bug in the request handlers."})
+        url, history = start(api, base)
         sent_bodies: list[dict[str, Any]] = []
         for i in range(14):
             if i:
