@@ -159,6 +159,16 @@ class Summarizer:
         self.degraded_reason = ""
 
     # --- digests -------------------------------------------------------------------------------------
+    def model_input_tokens(self, items: Sequence[Item], target_tokens: int) -> int:
+        """How many tokens the model would read for a digest of `items` (0 without a usable model):
+        what the scheduler's look-ahead needs to budget a model job from the measured prefill rate."""
+        engine = self.engine
+        if engine is None or not self._model_usable():
+            return 0
+        chunks = prose_chunks(items, engine.data_room(gist.PREFIX, gist.SUFFIX, GIST_MAX_TOKENS))
+        wanted = max(1, min(MAX_GIST_CHUNKS, target_tokens // GIST_TOKENS_PER_CHUNK))
+        return sum(self.count(data) for _, data in chunks[-wanted:])
+
     async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
         """A digest of `items` aiming at `target_tokens`. Its `tokens` may still be >= the region's
         when even the smallest rendering is not smaller (a tiny region): the caller rejects it."""

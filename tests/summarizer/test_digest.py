@@ -188,3 +188,16 @@ async def test_an_agents_musings_do_not_crowd_stated_facts_out_of_a_small_digest
     d = await Summarizer(None, count=count).digest(items, "a52", 327)
     assert d.tokens <= 327
     assert all(p in d.text for p in planted), d.text
+
+
+async def test_model_input_tokens_counts_what_the_model_reads(
+    trajectories: Path, model_path: str, engine: LlamaEngine
+) -> None:
+    region = next(r for r in _regions(trajectories, model_path, 16, 11) if prose_chunks(r.items, 10_000))
+    summ = Summarizer(engine)
+    n = summ.model_input_tokens(region.items, target(region))
+    assert 0 < n <= sum(i.tokens for i in region.items) + 64
+    assert Summarizer(None, count=engine.count_tokens).model_input_tokens(region.items, target(region)) == 0
+    prose_free = [i for i in region.items if i.kind not in ("assistant", "user", "system", "other")]
+    if prose_free:
+        assert summ.model_input_tokens(prose_free, target(region)) == 0  # gists read prose only
