@@ -22,7 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -75,6 +75,7 @@ class Env:
     count: Callable[[str], int]
     model: Summarizer | None  # None: --no-model
     repeat: int
+    last: dict[str, Any] = field(default_factory=dict)  # what the model did in the last digest-model
 
 
 def compress(text: str, ref: str) -> str:
@@ -116,7 +117,16 @@ async def run_method(method: str, case: Case, env: Env, tokens: int) -> tuple[st
         elif method == "digest":
             out = await _digest(deterministic(env.count), case.raw, tokens)
         elif method == "digest-model" and env.model is not None:
-            out = await _digest(env.model, case.raw, tokens)
+            from summarizer.digest import Item
+
+            item = Item("s1", "tool_result", case.raw, tokens)
+            d = await env.model.digest([item], "a1", max(1, tokens // 8))
+            out = d.text
+            env.last = {
+                "model_lines": d.model_lines,
+                "scored_tokens": d.scored_tokens,
+                "skipped": d.model_skipped,
+            }
         else:
             raise BenchError(f"unknown method {method!r} (or it needs the model)")
         times.append(time.perf_counter() - t)
@@ -170,6 +180,7 @@ async def _run_cases(
                     "present_recall": round(s.present_recall, 4),
                     "present_critical_recall": round(s.present_critical, 4),
                     "missed": list(s.missed),
+                    **(env.last if method == "digest-model" else {}),
                 }
             )
     return rows
@@ -409,13 +420,18 @@ def cmd_bench_signals(args: argparse.Namespace) -> int:
         count = load_counter(path)
         if args.max_case_tokens > 0:
             cases = [c for c in cases if count(c.raw) <= args.max_case_tokens]
-        settings = EngineSettings(path, timeout_s=120.0, weights=normalize_weights(args.weights))
+        # the model's time is not what this measures: a digest may score for up to 10 min (load)
+        settings = EngineSettings(path, timeout_s=600.0, weights=normalize_weights(args.weights))
         engine = LlamaEngine(settings) if "digest-model" in methods else None
     except (CaseError, BenchError, ModelError) as exc:
         print(f"compactd: error: {exc}", file=sys.stderr)
         return 1
     try:
-        model = Summarizer(engine, score_max_tokens=args.score_max_tokens) if engine is not None else None
+        model = (
+            Summarizer(engine, score_max_tokens=args.score_max_tokens, gist_budget_s=600.0)
+            if engine is not None
+            else None
+        )
         result = asyncio.run(
             run_signals(
                 cases,
