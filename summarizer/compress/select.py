@@ -22,8 +22,9 @@ Tiers 0-1 fill `Budget.core`, tier 2 up to `Budget.context`, and tiers 3-4 only 
 
 With the model (`ranks`: a score per line, summarizer.select's self-information), tiers 0-2 are
 chosen as above, then the lines the model scored (tiers 3-4 and the lines no rule marked) go by
-score, highest first, up to `Budget.fill` on top of what tiers 0-2 took: structure keeps what must
-never go, the model ranks the rest. `candidates` says which lines are worth scoring first.
+score, highest first, within the same room tiers 3-4 get without it: structure keeps what must never
+go, the model ranks the rest (filling the whole budget instead cost 11-24% more tokens on CILogBench
+for no recall: docs/BENCHMARKS.md). `candidates` says which lines are worth scoring first.
 """
 
 from __future__ import annotations
@@ -291,11 +292,9 @@ def choose(lines: Lines, t: _Tiers, limits: Budget, ranks: Mapping[int, float] |
             cap = min(
                 limits.core, limits.context, (core_used or 0) + max((core_used or 0) // 2, _CONTEXT_MIN)
             )
-        elif ranks:  # the model's lines: all the fill allows
-            cap = min(limits.core, (filled or 0) + limits.fill)
-            if lines.clean[i].strip() in seen:  # a repeat says nothing new
+        else:  # other lines (the model's first): a quarter of what the failures took, at least a little
+            if ranks and lines.clean[i].strip() in seen:  # a repeat says nothing new
                 continue
-        else:  # other lines: a quarter of what the failures took, at least a little
             extra = min(limits.fill, max((core_used or 0) // 8, _FILL_MIN))
             cap = min(limits.core, (filled or 0) + extra)
         if used + cost <= cap:

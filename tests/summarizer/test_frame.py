@@ -80,7 +80,7 @@ async def test_every_digest_of_every_trajectory_quotes_its_region(
         assert d.tokens < before
         methods.append(d.method)
     assert len(regions) >= 100 and len(gisted) == GISTED
-    assert "model" in methods  # the model's work reached digests (2 of 156 on 2026-11-25): quotes too
+    assert "model" in methods  # the model's work reached digests, and it too only quoted
     assert not ranking.degraded and not writing.degraded
 
 
