@@ -14,9 +14,13 @@ Layout of a digest (the same bytes for the same region, model and settings):
 The names line lists the region's code names that the rest of the digest does not hold, the ones
 the agent is likeliest to name again first (summarizer.names): NAMES_SHARE of the budget, taken from
 the key facts, and whatever room the rest leaves.
-Tool output is compressed deterministically (summarizer.compressors); the model only writes short
-gists of prose sections (in chunks that fit its context; the chunk gists are put side by side once
-and never summarized again), and every gist is checked against its source (summarizer.gist). All
+Tool output is compressed by deterministic structure (summarizer.compress): what says why a log or
+test run failed (its verdict, failure blocks, context windows) is always shown first. The model then
+*reads*: one prefill scores the region's other log and test lines (at most `score_max_tokens` of
+them), and their self-information ranks what fills the rest of the budget (summarizer.select): whole
+lines, verbatim, never written by the model. The scores are computed once and reused by the whole
+size search. With `gists` (on by default), the model also writes short gists of prose sections (in
+chunks that fit its context), each checked against its source (summarizer.gist). All
 region text is quoted: defanged, indented under its section, never in the digest's own voice
 (summarizer.safety). A digest never grows a region: the model version is used only if it is smaller
 than the region, else the deterministic one; if the model is missing, failing or slow, the digest is
@@ -31,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from summarizer import gist
-from summarizer.compress import binary_like, head_tail
+from summarizer.compress import binary_like, head_tail, rankable
 from summarizer.engine import EngineSettings, Generation, LlamaEngine
 from summarizer.gguf import ModelError
 from summarizer.items import Gist, Item
@@ -39,6 +43,7 @@ from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for,
 from summarizer.logprobs import GenerationTimeout
 from summarizer.names import ranked_names
 from summarizer.safety import redact
+from summarizer.select import NEUTRAL_PREFIX, SCORE_MAX_TOKENS, rank_sections
 
 __all__ = [
     "PROSE_KINDS",
@@ -64,12 +69,15 @@ class Digest:
     text: str
     tokens: int
     tokens_before: int
-    method: str  # "model" when a checked gist is included, else "deterministic"
+    method: str  # "model" when model-ranked lines or a checked gist are included, else "deterministic"
     facts: tuple[str, ...]
     gist_rejected: str  # why gists were rejected or not used ("" if none was)
     generation: Generation | None  # the last model call, if any
     gists: tuple[Gist, ...] = ()
     generations: tuple[Generation, ...] = field(default=(), repr=False)
+    model_lines: int = 0  # lines shown because the model ranked them (not the rules)
+    scored_tokens: int = 0  # tokens the model's scoring prefill read
+    model_skipped: str = ""  # why the model added nothing ("" when it did): no model, deadline...
 
 
 def approx_tokens(text: str) -> int:
@@ -88,9 +96,13 @@ class Summarizer:
         settings: EngineSettings | None = None,
         degraded_reason: str = "",
         gist_budget_s: float = GIST_BUDGET_S,
+        score_max_tokens: int = SCORE_MAX_TOKENS,
+        gists: bool = True,
     ) -> None:
         self.engine = engine
         self.gist_budget_s = gist_budget_s
+        self.score_max_tokens = score_max_tokens
+        self.write_gists = gists
         self.settings = settings or (engine.settings if engine else None)
         self._own_count = count is None  # count with the engine's tokenizer (follows reloads)
         self.count: Callable[[str], int] = count or (engine.count_tokens if engine else approx_tokens)
@@ -165,9 +177,13 @@ class Summarizer:
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0
+        logs = sum(i.tokens for i in items if i.kind != "digest" and rankable(i.text))
+        scoring = min(self.score_max_tokens, logs) + (self.count(NEUTRAL_PREFIX) if logs else 0)
+        if not self.write_gists:
+            return scoring
         chunks = prose_chunks(items, engine.data_room(gist.PREFIX, gist.SUFFIX, GIST_MAX_TOKENS))
         wanted = max(1, min(MAX_GIST_CHUNKS, target_tokens // GIST_TOKENS_PER_CHUNK))
-        return sum(self.count(data) for _, data in chunks[-wanted:])
+        return scoring + sum(self.count(data) for _, data in chunks[-wanted:])
 
     async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
         """A digest of `items` aiming at `target_tokens`. Its `tokens` may still be >= the region's
@@ -182,12 +198,22 @@ class Summarizer:
         skip = frozenset({"identifier"}) if names else frozenset()  # the names line carries them, compactly
         facts = FactPicker(redact(source), target_tokens, skip)
         renderers = Renderers(ref)  # each section prepared once for the whole size search
-        gists, gens, rejected = await self._gists(items, target_tokens)
-        det_text, det_tokens, det_facts = self._fit(items, renderers, before, facts, (), target_tokens, names)
-        text, tokens, carried, method = det_text, det_tokens, det_facts, "deterministic"
+        failures = self.model_failures
+        scoring, skipped = await self._rank(items, renderers)
+        gists, gens, rejected = await self._gists(items, target_tokens) if self.write_gists else ((), [], [])
+        if self.model_failures > failures and skipped not in rejected:  # (model_note: model_failed)
+            rejected.insert(0, skipped)
+        det_text, det_tokens, det_facts, model_lines = self._fit(
+            items, renderers, before, facts, (), target_tokens, names
+        )
+        text, tokens, carried = det_text, det_tokens, det_facts
+        method = "model" if model_lines else "deterministic"
+        if scoring and not model_lines:
+            skipped = "nothing ranked was shown"
         if gists:
-            fit = self._fit(items, renderers, before, facts, gists, target_tokens, names)
-            text_m, tokens_m, facts_m = fit
+            text_m, tokens_m, facts_m, _ = self._fit(
+                items, renderers, before, facts, gists, target_tokens, names
+            )
             lost = set(det_facts) - set(facts_m)
             if tokens_m >= before or (tokens_m > target_tokens and tokens_m > det_tokens):
                 rejected.append(f"model digest not smaller ({tokens_m} tokens)")
@@ -211,6 +237,9 @@ class Summarizer:
             generation=gens[-1] if gens else None,
             gists=gists,
             generations=tuple(gens),
+            model_lines=model_lines if method == "model" else 0,
+            scored_tokens=scoring,
+            model_skipped="" if method == "model" else skipped or "; ".join(rejected),
         )
 
     def _fit(
@@ -222,15 +251,16 @@ class Summarizer:
         gists: Sequence[Gist],
         target_tokens: int,
         names: Sequence[str] = (),
-    ) -> tuple[str, int, tuple[str, ...]]:
+    ) -> tuple[str, int, tuple[str, ...], int]:
         """Render with the largest character budget whose digest fits `target_tokens` (a short
-        search: token counts grow with the budget); if none fits, the smallest rendering."""
+        search: token counts grow with the budget); if none fits, the smallest rendering.
+        Returns (text, tokens, key facts carried, lines shown because the model ranked them)."""
         budget = max(300, target_tokens * 3)
-        fits: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
-        over: tuple[int, tuple[str, int, tuple[str, ...]]] | None = None
+        fits: tuple[int, tuple[str, int, tuple[str, ...], int]] | None = None
+        over: tuple[int, tuple[str, int, tuple[str, ...], int]] | None = None
         for _ in range(10):
             text, carried = render(items, renderers, before, facts, gists, budget, names)
-            result = (text, self.count(text), carried)
+            result = (text, self.count(text), carried, renderers.model_lines)
             if result[1] <= target_tokens:
                 fits = (budget, result)
             elif over is None or budget < over[0] or over[1][1] > result[1]:
@@ -249,6 +279,31 @@ class Summarizer:
             return fits[1]
         assert over is not None
         return over[1]
+
+    async def _rank(self, items: Sequence[Item], renderers: Renderers) -> tuple[int, str]:
+        """Let the model rank the lines of the region's logs and test runs (one prefill of at most
+        `score_max_tokens`). Returns (tokens scored, why not: "" when it scored). On a timeout or a
+        model error the renderings stay deterministic and the summarizer backs off (degraded)."""
+        engine = self.engine
+        if engine is None or not self._model_usable():
+            return 0, self.degraded_reason or "model backing off"
+        if self.score_max_tokens <= 0:
+            return 0, "scoring off"
+        sections = [renderers.of(it) for it in items if it.kind != "digest" and rankable(it.text)]
+        sections = [r for r in sections if r.plan is not None]
+        if not sections:
+            return 0, "no log or test output"
+        timeout = min(self.gist_budget_s, engine.settings.timeout_s)
+        try:
+            scoring = await rank_sections(engine, sections, self.count, self.score_max_tokens, timeout)
+        except GenerationTimeout as exc:  # slow: this digest goes on without the model
+            return 0, "deadline: " + self._failed(exc)
+        except (ModelError, RuntimeError, OSError, ValueError) as exc:  # the backend failed
+            return 0, self._failed(exc)
+        if scoring is None:
+            return 0, "too small"
+        self._succeeded()
+        return scoring.tokens, ""
 
     async def _gists(
         self, items: Sequence[Item], target_tokens: int

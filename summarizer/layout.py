@@ -32,6 +32,7 @@ class Renderers:
     def __init__(self, ref: str) -> None:
         self.ref = ref
         self._made: dict[str, Renderer] = {}
+        self.model_lines = 0  # in the last digest rendered: lines shown because the model ranked them
 
     def of(self, it: Item) -> Renderer:
         if it.id not in self._made:
@@ -74,6 +75,7 @@ def render(
     do not already contain verbatim, as many as fit.
     """
     ref = renderers.ref
+    renderers.model_lines = 0
     head = header(items, ref, before)
     covered = {i for g in gists for i in g.ids}
     summaries = [f"Summary of {', '.join(g.ids)} (model-written from quoted data): {g.text}" for g in gists]
@@ -124,9 +126,12 @@ def _section_bodies(
             natural.append(it.text.strip())
         else:
             natural.append(None)  # compressed below
-    compressed = {
-        i: defang(renderers.of(it).render().text).strip() for i, it in enumerate(items) if natural[i] is None
-    }
+    compressed: dict[int, str] = {}
+    model_lines: dict[int, int] = {}
+    for i, it in enumerate(items):
+        if natural[i] is None:
+            compressed[i] = defang(renderers.of(it).render().text).strip()
+            model_lines[i] = renderers.of(it).model_lines
     sizes = {i: len(t) for i, t in compressed.items()}
     fixed = sum(len(t) + 24 for t in natural if t is not None) + 24 * len(sizes)
     cap = _water_level(list(sizes.values()), max(0, room - fixed))
@@ -140,12 +145,14 @@ def _section_bodies(
             bodies.append(done)
         elif sizes[i] <= cap:
             bodies.append(compressed[i])
+            renderers.model_lines += model_lines[i]
         elif cap < BRIEF_BELOW and (renderer is None or renderer.plan is None):
             lead = defang(it.text) if it.kind in PROSE_KINDS else compressed[i]
             bodies.append(_brief(lead, len(it.text), cap, f"{ref}#{it.id}"))
         else:  # a log keeps its most important whole lines, however small the room
             body = renderers.of(it).render(max_chars=cap).text
             bodies.append(defang(body).strip())
+            renderers.model_lines += renderers.of(it).model_lines
     return bodies
 
 

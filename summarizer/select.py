@@ -19,7 +19,7 @@ contain. ``must`` lines (chosen by deterministic structure: failure blocks, anch
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -116,3 +116,66 @@ def render(texts: Sequence[str], kept: Sequence[int]) -> str:
 def verbatim(lines: Sequence[str], texts: Sequence[str], kept: Sequence[int]) -> bool:
     """True when every kept text is a substring of its own region line (the selection guarantee)."""
     return all(0 <= i < len(lines) and texts[i] in lines[i] for i in kept)
+
+
+# --- ranking the lines of a digest's logs and test runs (summarizer.digest) ----------------------------
+
+SCORE_MAX_TOKENS = 2048  # default cap on the tokens one digest's scoring prefill reads ([model] key)
+_EXAMINED_MAX = 20_000  # candidate lines looked at per section, at most (bounds the work on huge logs)
+
+
+class Rankable(Protocol):
+    """A section's prepared rendering whose lines the model may rank (summarizer.compress.Renderer)."""
+
+    def scorable(self) -> list[tuple[int, str]]: ...
+
+    def rank(self, scores: Mapping[int, float]) -> None: ...
+
+
+def pick_lines(
+    sections: Sequence[Rankable], count: Callable[[str], int], max_tokens: int
+) -> list[list[tuple[int, str]]]:
+    """Per section, the (index, scored text) of the lines to score, in their order, within
+    `max_tokens` in all: each section gets an even share of what the earlier ones left, and takes its
+    candidates most-worth-scoring first (summarizer.compress.select.candidates)."""
+    picked: list[list[tuple[int, str]]] = []
+    left = max(0, max_tokens)
+    for k, section in enumerate(sections):
+        share = left // (len(sections) - k)
+        mine: list[tuple[int, str]] = []
+        used = 0
+        for examined, (i, line) in enumerate(section.scorable()):
+            if share - used < 4 or examined >= _EXAMINED_MAX:
+                break
+            text = line_text(line)
+            n = count(text) + 1
+            if used + n <= share:
+                mine.append((i, text))
+                used += n
+        left -= used
+        picked.append(sorted(mine))
+    return picked
+
+
+async def rank_sections(
+    scorer: Scorer,
+    sections: Sequence[Rankable],
+    count: Callable[[str], int],
+    max_tokens: int,
+    timeout_s: float,
+) -> Scoring | None:
+    """Score the picked lines of all `sections` in one prefill and give each section its lines'
+    self-information (Rankable.rank). None when there is nothing to score. Raises what the scorer
+    raises (timeout, model error): the caller's digest then stays deterministic."""
+    picked = pick_lines(sections, count, max_tokens)
+    pieces = [text + "\n" for mine in picked for _, text in mine]
+    if not pieces:
+        return None
+    scoring = await scorer.score(NEUTRAL_PREFIX, pieces, timeout_s)
+    k = 0
+    for section, mine in zip(sections, picked, strict=True):
+        scores = {i: scoring.pieces[k + j].self_information for j, (i, _) in enumerate(mine)}
+        k += len(mine)
+        if scores:
+            section.rank(scores)
+    return scoring

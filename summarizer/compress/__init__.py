@@ -10,7 +10,7 @@ bounded so a 900k-character observation is handled in milliseconds.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from summarizer.compress.clean import clean_text
 from summarizer.compress.diff import compress_diff
@@ -22,7 +22,16 @@ from summarizer.compress.outline import compress_file, compress_listing
 from summarizer.compress.select import Budget
 from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
 
-__all__ = ["SMALL_INPUT", "Compressed", "Renderer", "binary_like", "compress", "head_tail", "omission"]
+__all__ = [
+    "SMALL_INPUT",
+    "Compressed",
+    "Renderer",
+    "binary_like",
+    "compress",
+    "head_tail",
+    "omission",
+    "rankable",
+]
 
 
 SMALL_INPUT = 1200  # texts this short are returned unchanged: a digest line would not be much shorter
@@ -124,28 +133,43 @@ class Renderer:
         if budgeted and (clean is None or self.cut):
             clean = clean_text(self.body)
         self.plan = LogPlan(self.body, self.kind, clean or "") if budgeted else None
-        self._natural: tuple[str, int] | None = None
+        self._natural: tuple[str, int, int] | None = None
+        self.model_lines = 0  # in the last rendering: lines shown because the model ranked them
+
+    def rank(self, scores: Mapping[int, float]) -> None:
+        """Let the model's scores of some lines (by index in the body) order what the rules leave."""
+        if self.plan is not None:
+            self.plan.ranks = dict(scores)
+            self._natural = None
+
+    def scorable(self) -> list[tuple[int, str]]:
+        """(index, line) of the body's lines worth the model's ranking, the most worth scoring first."""
+        if self.plan is None:
+            return []
+        raw = self.plan.lines.raw
+        return [(i, raw[i]) for i in self.plan.candidates()]
 
     def core_chars(self) -> int:
         """Characters the lines saying why a log or test run failed need (0 for other kinds)."""
         return self.plan.core_chars() if self.plan else 0
 
-    def _candidate(self, max_chars: int | None) -> tuple[str, int]:
+    def _candidate(self, max_chars: int | None) -> tuple[str, int, int]:
+        """(rendering, dropped chars, lines the model's ranking added)."""
         natural = max_chars is None or self.plan is None  # other kinds ignore max_chars (cut after)
         if natural and self._natural is not None:
             return self._natural
         if self.binary:  # nothing to read in it: say what it is and where the archive keeps it
             share = f"{binary_share(self.body):.0%}"
             header = f"binary-like output: {len(self.body)} chars, {share} undecodable or control characters"
-            found = _wrap(self.env, header, omission(len(self.body), self.ref)), len(self.body)
+            found = _wrap(self.env, header, omission(len(self.body), self.ref)), len(self.body), 0
         elif self.plan is None:
             header, body, n = _COMPRESSORS[self.kind](self.body, self.ref)
-            found = _wrap(self.env, header, body), n
+            found = _wrap(self.env, header, body), n, 0
         else:
             limits = None if max_chars is None else Budget.at_most(max(0, max_chars - len(self.env.prefix)))
             for _ in range(8):  # fit the wrapped result: shrink the lines' budget by the overflow
                 header, body, n = self.plan.compress(self.ref, limits)
-                found = _wrap(self.env, header, body), n
+                found = _wrap(self.env, header, body), n, self.plan.model_lines
                 over = len(found[0]) - max_chars if max_chars is not None else 0
                 if over <= 0 or limits is None or limits.core == 0:
                     break
@@ -156,14 +180,26 @@ class Renderer:
 
     def render(self, max_chars: int | None = None) -> Compressed:
         out, dropped = self.text, 0
+        self.model_lines = 0
         if self.active:
-            candidate, n = self._candidate(max_chars)
+            candidate, n, model_lines = self._candidate(max_chars)
             if len(candidate) < len(self.text):
                 out, dropped = candidate, n + self.cut + self.env.dropped
+                self.model_lines = model_lines
         if max_chars is not None:
             out, n = _head_tail(out, max_chars, self.ref)
             dropped += n
         return Compressed(out, self.kind, min(dropped, len(self.text)))
+
+
+def rankable(text: str) -> bool:
+    """Whether `text` is a log or a test run large enough to be compressed: the tool outputs whose
+    lines the model ranks in a digest (cheap: the kind is detected, the lines are not classified)."""
+    if len(text) <= SMALL_INPUT:
+        return False
+    env = split_envelope(text)
+    kind = env.hint or detect_body(clean_text(env.body))
+    return kind in ("log", "test") and not binary_like(env.body)
 
 
 def compress(

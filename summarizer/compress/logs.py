@@ -10,9 +10,11 @@ is made once per text and can be rendered at many budgets (a digest looks for th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from summarizer.compress.classify import Lines, classify
 from summarizer.compress.clean import clean_text
-from summarizer.compress.select import Budget, choose, default_budget, plan, render
+from summarizer.compress.select import Budget, candidates, choose, default_budget, plan, render
 from summarizer.compress.testrun import test_marks
 
 
@@ -26,6 +28,12 @@ class LogPlan:
         self.lines: Lines = classify(body.split("\n"), clean_text(body) if clean is None else clean)
         marks, self.summary = test_marks(self.lines.clean, self.lines.hinted, self.lines.text)
         self.tiers = plan(self.lines, marks)
+        self.ranks: Mapping[int, float] = {}  # the model's score of some lines (summarizer.digest)
+        self.model_lines = 0  # in the last rendering: lines shown because the model ranked them
+
+    def candidates(self) -> list[int]:
+        """Lines worth the model's ranking, the most worth scoring first (select.candidates)."""
+        return candidates(self.lines, self.tiers)
 
     def core_chars(self) -> int:
         """What the lines that say why it failed (tiers 0-1) take, within the default budget."""
@@ -34,7 +42,12 @@ class LogPlan:
 
     def compress(self, ref: str, budget: Budget | None = None) -> tuple[str, str, int]:
         """(header, rendering, dropped chars) within `budget` (default: default_budget)."""
-        keep = choose(self.lines, self.tiers, budget or default_budget(self.size))
+        limits = budget or default_budget(self.size)
+        keep = choose(self.lines, self.tiers, limits, self.ranks)
+        self.model_lines = 0
+        if self.ranks:  # what the model added: the lines the rules alone would not show
+            alone = choose(self.lines, self.tiers, limits)
+            self.model_lines = sum(1 for i, k in enumerate(keep) if k and not alone[i])
         text, dropped, collapsed = render(self.lines, keep, ref, collapse=self.kind == "log")
         if self.kind == "test":
             return f"test run: {self.summary}", text, dropped

@@ -19,12 +19,19 @@ indented lines after it, its location lines) comes with it.
 
 Tiers 0-1 fill `Budget.core`, tier 2 up to `Budget.context`, and tiers 3-4 only add `Budget.fill`
 (a log with little to say stays short).
+
+With the model (`ranks`: a score per line, summarizer.select's self-information), tiers 0-2 are
+chosen as above, then the lines the model scored (tiers 3-4 and the lines no rule marked) go by
+score, highest first, within the same room tiers 3-4 get without it: structure keeps what must never
+go, the model ranks the rest (filling the whole budget instead cost 11-24% more tokens on CILogBench
+for no recall: docs/BENCHMARKS.md). `candidates` says which lines are worth scoring first.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from summarizer.compress.classify import CI_ERROR, SETUP_STEP, STEP, TALLY, Lines, indent, steps
@@ -239,34 +246,62 @@ def _order(t: _Tiers) -> list[int]:
     return sorted(cands, key=lambda i: (t.tier[i], rank[t.anchor[i]], t.order[i]))
 
 
-def choose(lines: Lines, t: _Tiers, limits: Budget) -> list[bool]:
+def candidates(lines: Lines, t: _Tiers) -> list[int]:
+    """The lines a model may rank (tiers 3-4 and the lines no rule marked; not blank, not huge), the
+    most worth scoring first: tiers 3-4 in their order, then the others nearest a line of tiers 0-2
+    (a failure's surroundings), later lines first among equals (the end of a log says more)."""
+    marked = [i for i, tier in enumerate(t.tier) if tier <= 2]
+
+    def distance(i: int) -> int:
+        k = bisect_left(marked, i)
+        near = [abs(marked[j] - i) for j in (k - 1, k) if 0 <= j < len(marked)]
+        return min(near, default=len(t.tier) - i)
+
+    first = [i for i in _order(t) if t.tier[i] >= 3]
+    rest = [i for i, tier in enumerate(t.tier) if tier == NEVER]
+    rest.sort(key=lambda i: (distance(i), -i))
+    return [i for i in (*first, *rest) if lines.clean[i].strip() and len(lines.raw[i]) < HUGE_LINE]
+
+
+def choose(lines: Lines, t: _Tiers, limits: Budget, ranks: Mapping[int, float] | None = None) -> list[bool]:
+    """Which lines to show within `limits`; with `ranks`, the model's order after tiers 0-2."""
     n = len(lines.raw)
     keep = [False] * n
     used = 0
     core_used: int | None = None  # what tiers 0-1 took, once tier 2 starts
     filled: int | None = None  # what tiers 0-2 took, once tier 3 starts
-    for i in _order(t):
+    order = _order(t)
+    seen: set[str] = set()
+    if ranks:  # tiers 0-2, then the model's lines by score, then the other tiers 3-4 lines
+        ranked = sorted((i for i in ranks if t.tier[i] >= 3), key=lambda i: (-ranks[i], -i))
+        order = [i for i in order if t.tier[i] <= 2] + ranked + [i for i in order if t.tier[i] >= 3]
+    for i in order:
         size = len(lines.raw[i]) + 1
-        if size > HUGE_LINE and not lines.failure[i] and not CI_ERROR.match(lines.clean[i]):
+        if keep[i] or (size > HUGE_LINE and not lines.failure[i] and not CI_ERROR.match(lines.clean[i])):
             continue
+        tier = min(t.tier[i], 3)
         alone = not ((i > 0 and keep[i - 1]) or (i + 1 < n and keep[i + 1]))
         cost = size + (_MARKER if alone else 0)
-        if t.tier[i] >= 2 and core_used is None:
+        if tier >= 2 and core_used is None:
             core_used = used
-        if t.tier[i] >= 3 and filled is None:
+        if tier >= 3 and filled is None:
             filled = used
-        if t.tier[i] <= 1:
+        if tier <= 1:
             cap = limits.core
-        elif t.tier[i] == 2:  # context: half as much again as the failures took, at least a little
+        elif tier == 2:  # context: half as much again as the failures took, at least a little
             cap = min(
                 limits.core, limits.context, (core_used or 0) + max((core_used or 0) // 2, _CONTEXT_MIN)
             )
-        else:  # other lines: a quarter of what the failures took, at least a little
+        else:  # other lines (the model's first): a quarter of what the failures took, at least a little
+            if ranks and lines.clean[i].strip() in seen:  # a repeat says nothing new
+                continue
             extra = min(limits.fill, max((core_used or 0) // 8, _FILL_MIN))
             cap = min(limits.core, (filled or 0) + extra)
         if used + cost <= cap:
             keep[i] = True
             used += cost
+            if ranks and tier >= 3:
+                seen.add(lines.clean[i].strip())
     _fill_gaps(lines.raw, keep, min(limits.core, max(limits.context, used)) - used)
     return keep
 

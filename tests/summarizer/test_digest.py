@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from summarizer.compress import rankable
 from summarizer.digest import (
     GIST_CHUNK_CHARS,
     Item,
@@ -17,6 +18,7 @@ from summarizer.digest import (
 )
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.gguf import ModelError
+from summarizer.select import NEUTRAL_PREFIX
 from summarizer.tokenizer import load_counter
 from watcher.eval.bench.summarizer import Region, cut_regions
 from watcher.eval.canaries import load_canaries, plant
@@ -199,5 +201,14 @@ async def test_model_input_tokens_counts_what_the_model_reads(
     assert 0 < n <= sum(i.tokens for i in region.items) + 64
     assert Summarizer(None, count=engine.count_tokens).model_input_tokens(region.items, target(region)) == 0
     prose_free = [i for i in region.items if i.kind not in ("assistant", "user", "system", "other")]
-    if prose_free:
-        assert summ.model_input_tokens(prose_free, target(region)) == 0  # gists read prose only
+    logs = sum(i.tokens for i in prose_free if rankable(i.text))
+    scoring = min(summ.score_max_tokens, logs) + (engine.count_tokens(NEUTRAL_PREFIX) if logs else 0)
+    assert summ.model_input_tokens(prose_free, target(region)) == scoring  # gists read prose only
+    no_gists = Summarizer(engine, gists=False)
+    assert no_gists.model_input_tokens(region.items, target(region)) == scoring
+    log = "\n".join(f"2026-01-01T00:00:{k % 60:02d}Z step {k}: compiling module_{k}" for k in range(400))
+    log += "\nerror: could not compile module_7\n##[error]Process completed with exit code 1."
+    big = Item("s9", "tool_result", log, engine.count_tokens(log))
+    assert rankable(big.text) and big.tokens > summ.score_max_tokens
+    capped = summ.score_max_tokens + engine.count_tokens(NEUTRAL_PREFIX)
+    assert no_gists.model_input_tokens([big], 500) == capped  # the scoring prefill, capped

@@ -164,6 +164,14 @@ class ModelConfig:
         rule=rules.positive(),
         doc="Seconds one summary may take before it is abandoned; > 0.",
     )
+    score_max_tokens: int = key(
+        default=2048,
+        reload=Reload.ENGINE,
+        rule=rules.at_least(0),
+        doc="Most tokens of a region's logs and test runs the model reads (one prefill) to rank the lines"
+        " a digest shows after those that say why they failed; 0 = no ranking (the rules alone choose)."
+        " ~1 ms per token on a calm 2-core machine; the look-ahead budgets it.",
+    )
     weights: str = key(
         default="q4_0",
         reload=Reload.RESTART,  # the weights are re-encoded (or not) when the model is first loaded

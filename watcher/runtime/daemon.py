@@ -130,7 +130,11 @@ class Daemon:
             except StoreError as exc:
                 raise StartupError(str(exc)) from exc
             self.sock = self._bind()
-            summarizer = Summarizer(backend_for(self.cfg, self.engine), degraded_reason=model_error)
+            summarizer = Summarizer(
+                backend_for(self.cfg, self.engine),
+                degraded_reason=model_error,
+                score_max_tokens=self.cfg.model.score_max_tokens,
+            )
             peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
             self.server = Server(self.sock, self.cfg, summarizer, store=self.store, peer_info=peer_info)
             self.server.add_status("store", self.store.stats)
@@ -260,7 +264,7 @@ class Daemon:
         retired, summarizer = None, None
         if engine is not self.engine:
             retired, self.engine = self.engine, engine
-            summarizer = Summarizer(backend_for(new, engine))
+            summarizer = Summarizer(backend_for(new, engine), score_max_tokens=new.model.score_max_tokens)
         self.server.apply_config(new, summarizer)
         if summarizer is not None:
             if engine is not None:
