@@ -1,0 +1,91 @@
+"""The default configuration end to end: a `compactd run` with NO config file (look-ahead on, the
+default weights), the real model, a real trajectory streamed through AgentLink at an agent's pace.
+The model's digests are applied, and the agent never waits for room and never overflows: the
+look-ahead budgets each model job from the measured prefill rate (watcher.serve.modelcost)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from ipc.client import AgentLink
+from ipc.protocol import Proposal
+from summarizer.tokenizer import load_counter
+from tests.fixtures.daemon import log_events, status, wait_event
+from watcher.eval.harness import DaemonProcess, running_daemon
+from watcher.eval.trajectories import load
+
+BUDGET = 32000  # replay's budget (docs/BENCHMARKS.md, Replay); the default reserve 0.15, low 0.7
+START_FILL = 22000  # tokens of history sent at attach (back to back): just under the trigger
+PACE_S = 4.0  # the agent's own LLM call per turn
+TIMED_S = 60.0  # the paced part
+ROOM_WAIT_S = 20.0  # a call waits at most this long for room; then it overflows
+
+
+@pytest.fixture
+async def default_daemon(tmp_path: Path, model_path: str) -> AsyncIterator[DaemonProcess]:
+    async with running_daemon(tmp_path, None, model=True) as proc:  # no config file at all
+        yield proc
+
+
+async def _apply(link: AgentLink, applied: list[Proposal], changed: asyncio.Event) -> None:
+    while True:
+        p = await link.proposals.get()
+        if await link.apply(p):
+            applied.append(p)
+        changed.set()
+
+
+@pytest.mark.slow
+async def test_defaults_write_model_digests_without_stalls(
+    default_daemon: DaemonProcess, trajectories: Path, model_path: str
+) -> None:
+    daemon = default_daemon
+    await wait_event(daemon, "model_warmed", within=60)  # the prefill rate is measured at load
+    traj = load(
+        trajectories / "mini-swe-agent" / "pylint-dev__pylint-6528.traj.json", count=load_counter(model_path)
+    )[0]
+    turns = iter(traj.turns)
+    applied: list[Proposal] = []
+    stalls: list[float] = []
+    overflows = calls = 0
+    changed = asyncio.Event()
+    async with AgentLink(daemon.endpoint, agent="defaults", budget=BUDGET) as link:
+        for turn in turns:  # the history, back to back (not growth: watcher.planning.lookahead)
+            await link.append(*turn, wait=True)
+            if link.context.tokens >= START_FILL:
+                break
+        applier = asyncio.create_task(_apply(link, applied, changed))
+        try:
+            end = time.monotonic() + TIMED_S
+            for turn in turns:
+                if time.monotonic() >= end:
+                    break
+                await link.append(*turn, wait=True)
+                t0 = time.monotonic()  # the agent's LLM call: the context must fit its budget
+                while link.context.tokens > BUDGET and time.monotonic() - t0 < ROOM_WAIT_S:
+                    changed.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), 0.5)
+                calls += 1
+                stalls.append(time.monotonic() - t0 if time.monotonic() - t0 > 0.001 else 0.0)
+                overflows += link.context.tokens > BUDGET
+                await asyncio.sleep(PACE_S)
+        finally:
+            applier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await applier
+        data = await status(daemon)
+        methods, cost = data["daemon"]["digest_methods"], data["daemon"]["model_cost"]
+    assert calls >= 10, f"only {calls} paced turns"
+    assert overflows == 0 and max(stalls) == 0.0, (overflows, stalls)
+    assert applied, "no compaction was applied"
+    by_method = [p.digest[0].meta.get("method") for p in applied]
+    why = (by_method, methods, cost, log_events(daemon, "model_budget"), log_events(daemon, "model_late"))
+    assert "model" in by_method, why
+    assert methods["model"] >= 1, methods
