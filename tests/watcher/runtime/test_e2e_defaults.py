@@ -15,6 +15,7 @@ import pytest
 
 from ipc.client import AgentLink
 from ipc.protocol import Proposal
+from ipc.sections import Section
 from summarizer.tokenizer import load_counter
 from tests.fixtures.daemon import log_events, status, wait_event
 from watcher.eval.harness import DaemonProcess, running_daemon
@@ -22,7 +23,7 @@ from watcher.eval.trajectories import load
 
 BUDGET = 32000  # replay's budget (docs/BENCHMARKS.md, Replay); the default reserve 0.15, low 0.7
 START_FILL = 22000  # tokens of history sent at attach (back to back): just under the trigger
-PACE_S = 4.0  # the agent's own LLM call per turn
+PACE_S = 3.0  # the agent's own LLM call per turn
 TIMED_S = 60.0  # the paced part
 ROOM_WAIT_S = 20.0  # a call waits at most this long for room; then it overflows
 
@@ -89,3 +90,32 @@ async def test_defaults_write_model_digests_without_stalls(
     why = (by_method, methods, cost, log_events(daemon, "model_budget"), log_events(daemon, "model_late"))
     assert "model" in by_method, why
     assert methods["model"] >= 1, methods
+
+
+@pytest.mark.slow
+async def test_a_large_turn_while_the_model_works_cuts_the_model_off(
+    default_daemon: DaemonProcess, trajectories: Path, model_path: str
+) -> None:
+    """The model may work into the reserve only while a large turn would still fit: a turn that
+    reaches the budget while it works gets the deterministic digest of the same region at once."""
+    daemon = default_daemon
+    await wait_event(daemon, "model_warmed", within=60)
+    count = load_counter(model_path)
+    traj = load(trajectories / "mini-swe-agent" / "pylint-dev__pylint-6528.traj.json", count=count)[0]
+    async with AgentLink(daemon.endpoint, agent="late", budget=BUDGET) as link:
+        for turn in traj.turns:  # the history, back to back, over the high watermark: a job starts
+            await link.append(*turn, wait=True)
+            if link.context.tokens >= link.high_watermark:
+                break
+        decided = await wait_event(daemon, "model_budget", within=30)
+        assert decided["in_time"], decided  # no growth seen yet: the model is tried
+        text = "Output line of a long build log with nothing new in it.\n" * 40
+        lines = -(-(BUDGET - link.context.tokens) // count(text))
+        big = Section("big-output", "tool_result", text * lines, role="tool", tokens=count(text * lines))
+        await link.append(big, wait=True)  # the context reaches the budget while the model works
+        late = await wait_event(daemon, "model_late", within=30)
+        assert late["tokens"] >= late["limit"]
+        p = await asyncio.wait_for(link.proposals.get(), 30)
+        assert p.digest[0].meta["method"] == "deterministic"
+        methods = (await status(daemon))["daemon"]["digest_methods"]
+    assert methods["model_skipped"]["late"] == 1 and methods["model"] == 0, methods
