@@ -137,17 +137,18 @@ class Jobs:
             return HeadTailSummarizer(None, count=hub.summarizer.count), why
         if state.job_level >= DETERMINISTIC:
             return sched.deterministic(hub.summarizer), why if state.degrade or not has_model else "deadline"
-        if (
-            state.planner.plans_ahead  # a baseline digests as it would (reactive waits)
-            and hub.cfg.compaction.lookahead
-            and has_model
-            and not self.model_in_time(state, p)
-        ):
+        if self.budgets_model(state) and has_model and not self.model_in_time(state, p):
             return sched.deterministic(hub.summarizer), "deadline"
         chosen = sched.pick(hub.summarizer)
         if not has_model:
             return chosen, why
         return chosen, "" if chosen is hub.summarizer else "busy"
+
+    def budgets_model(self, state: Session) -> bool:
+        """Is the model's time budgeted (and a late model cut off) for this agent's jobs? With the
+        look-ahead, for the planners that plan ahead (a baseline digests as it would: reactive
+        waits)."""
+        return state.planner.plans_ahead and self.hub.cfg.compaction.lookahead
 
     def model_in_time(self, state: Session, p: Plan) -> bool:
         """Would the model's digest of ``p`` be ready in time (watcher.planning.lookahead)? Its
@@ -305,7 +306,7 @@ class Jobs:
         used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
         pending: Pending | None = None
         try:
-            if used_model and isinstance(p, Plan):
+            if used_model and isinstance(p, Plan) and self.budgets_model(state):
                 pending, late = await digest_in_time(hub, self.cost, state, p, self.model_limit(state))
                 used_model, why = not late, "late" if late else why
             else:
