@@ -18,13 +18,13 @@ measured overhead and the queue), passed in as ``model_s``.
 :meth:`Lookahead.tokens_ahead` is how much the context is expected to grow while a job started now
 runs. A deterministic job (milliseconds): its growth plus one large turn (mean + ``BURST_SIGMAS``
 deviations: tool output comes in bursts, and a turn arrives before the agent can apply a proposal).
-A model job: its growth at the average pace plus two average turns (the turn that crosses the
+A model job: its growth at the average pace plus an average turn (the turn that crosses the
 trigger lands anywhere in the last one), and never less than a deterministic job's. The planner
 triggers when ``tokens + tokens_ahead >= high watermark`` (watcher.planning.planner.should_plan,
 which caps how early). At the job's start :meth:`Lookahead.model_in_time` says whether the model's
 digest, at the job's own expected time, would be ready before the context reaches the model's
 limit (:meth:`Lookahead.model_limit`: the high watermark, or further into the reserve as long as a
-large turn would still fit the budget) at the average pace with an average turn to spare; if not,
+large turn would still fit the budget) at the average pace; if not,
 the job digests deterministically, in milliseconds: the headroom comes first. A large turn that
 comes while the model works is not left to the estimate: the job falls back to the deterministic
 digest when the context reaches that limit (watcher.serve.modelrun). Everything is O(1).
@@ -113,15 +113,16 @@ class Lookahead:
     def tokens_ahead(self, model_s: float | None = None) -> int:
         """How early to plan: the growth expected while a job started now runs. ``model_s``: the
         expected seconds of a model job (queue included); None: a deterministic job, with a large
-        turn of margin. A model job's is its growth at the average pace plus two average turns, so
-        that at the trigger there is still time for the model (:meth:`model_in_time`), and never
-        less than a deterministic job's."""
+        turn of margin. A model job's is its growth at the average pace plus an average turn (the
+        turn that crosses the trigger lands anywhere in the last one), so that at the trigger there
+        is still time for the model (:meth:`model_in_time`), and never less than a deterministic
+        job's."""
         if not self.steps:
             return 0
         fast = math.ceil(self._during(self.fast_job_s) + self._burst())
         if model_s is None:
             return fast
-        return max(fast, math.ceil(self._during(model_s) + 2 * self.turn_tokens))
+        return max(fast, math.ceil(self._during(model_s) + self.turn_tokens))
 
     def model_limit(self, high: int, budget: int) -> int:
         """How far the context may grow while the model works: into the reserve above ``high`` as
@@ -131,11 +132,13 @@ class Lookahead:
 
     def model_in_time(self, tokens: int, limit: int, model_s: float) -> bool:
         """Would a model job of ``model_s`` seconds, started at ``tokens``, be ready before the
-        context reaches ``limit`` (:meth:`model_limit`) at the average pace, with an average turn to
-        spare? If not, the job digests deterministically."""
+        context reaches ``limit`` (:meth:`model_limit`) at the average pace? If not, the job digests
+        deterministically. No margin beyond the average pace: a turn that reaches the limit while
+        the model works cuts the model off (watcher.serve.modelrun), so a wrong guess costs the
+        model's time, never the agent's."""
         if not self.steps:
             return True
-        return tokens + self._during(model_s) + self.turn_tokens < limit
+        return tokens + self._during(model_s) < limit
 
     def deadline(self, tokens: int, limit: int, now: float, margin: bool = True) -> float:
         """When the agent's next LLM call is expected not to fit ``limit`` (its budget): the
