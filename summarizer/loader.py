@@ -70,6 +70,7 @@ def _open(settings: EngineSettings, path: str, n_threads: int) -> Any:
             n_batch=settings.n_batch,
             n_ubatch=settings.n_ubatch or settings.n_batch,
             flash_attn=settings.flash_attn,
+            use_mmap=False,  # mapped weights stay resident beside the repacked copy the CPU backend makes
             verbose=False,
         )
     except Exception as exc:  # llama-cpp raises ValueError/RuntimeError on a corrupt file

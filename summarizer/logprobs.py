@@ -25,6 +25,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
+# Positions per decode when every position's logits are read back. llama.cpp keeps an output buffer of
+# rows x vocabulary x 4 bytes (49k vocabulary: 100 MB at 512 rows) and it never shrinks: scoring in
+# 512-row batches raised the daemon's RSS by 190 MB, in 128-row batches by 45 MB, at about the same
+# speed (docs/BENCHMARKS.md, "Memory with the model").
+SCORE_ROWS = 128
+
 
 class GenerationTimeout(TimeoutError):
     """Generation ran past its deadline and was stopped between tokens (or prefill chunks)."""
@@ -110,7 +116,7 @@ def score_locked(
     owner = np.repeat(np.arange(len(per_piece)), [len(t) for t in per_piece])
     lp = np.zeros(len(stream), dtype=np.float64)
     room = engine.n_ctx - len(head) - 1
-    step = engine.settings.n_batch
+    step = min(SCORE_ROWS, engine.settings.n_batch)
     if room < 16:
         raise ValueError(f"a prefix of {len(head)} tokens leaves no room in a {engine.n_ctx}-token context")
     evaluated = 0
