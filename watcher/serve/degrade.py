@@ -34,10 +34,10 @@ replay baselines act as they always do.
 :class:`DigestMethods` counts the method of every proposal built (``model``, ``deterministic``,
 ``masking``, ``headtail``) and, for a daemon with a model, why a job did not use it: ``deadline``
 (its digest would come too late: watcher.serve.modelcost), ``late`` (it was cut off: the context
-reached the model's limit first, watcher.serve.modelrun), ``degraded`` (the agent is degraded), ``busy`` (the model lane was
-taken or too many agents waited), ``too_small`` (no prose to gist), ``rejected`` (the gist failed
-its check or did not pay), ``model_failed`` (the model failed or is in back-off), ``no_model``,
-``policy`` (the agent's planner does not digest: the ``masking`` baseline).
+reached the model's limit first, watcher.serve.modelrun), ``degraded`` (the agent is degraded),
+``busy`` (the model lane was taken or too many agents waited), ``too_small`` (no prose to gist),
+``rejected`` (the gist failed its check or did not pay), ``model_failed`` (the model failed or is
+in back-off), ``no_model``, ``policy`` (the agent's planner does not digest: the ``masking`` baseline).
 """
 
 from __future__ import annotations
