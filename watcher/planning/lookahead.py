@@ -127,7 +127,9 @@ class Lookahead:
     def model_limit(self, high: int, budget: int) -> int:
         """How far the context may grow while the model works: into the reserve above ``high`` as
         long as a large turn would still fit ``budget`` (the agent's call never waits for the
-        model), never less than ``high``."""
+        model), never less than ``high``; just ``high`` before the agent's first turn is seen."""
+        if not self.steps:  # no growth seen: nothing says how large a turn may come
+            return high
         return max(high, budget - math.ceil(self._burst()))
 
     def model_in_time(self, tokens: int, limit: int, model_s: float) -> bool:
@@ -136,9 +138,7 @@ class Lookahead:
         deterministically. No margin beyond the average pace: a turn that reaches the limit while
         the model works cuts the model off (watcher.serve.modelrun), so a wrong guess costs the
         model's time, never the agent's."""
-        if not self.steps:
-            return True
-        return tokens + self._during(model_s) < limit
+        return tokens + (self._during(model_s) if self.steps else 0.0) < limit
 
     def deadline(self, tokens: int, limit: int, now: float, margin: bool = True) -> float:
         """When the agent's next LLM call is expected not to fit ``limit`` (its budget): the

@@ -12,7 +12,9 @@ from watcher.planning.planner import EARLY_SHARE, Watermarks, should_plan, trigg
 
 def test_no_growth_seen_means_no_look_ahead() -> None:
     la = Lookahead()
-    assert la.tokens_ahead() == 0 and la.tokens_ahead(8.0) == 0 and la.model_in_time(10**6, 1, 8.0)
+    assert la.tokens_ahead() == 0 and la.tokens_ahead(8.0) == 0
+    assert la.model_in_time(999, 1000, 8.0) and not la.model_in_time(1000, 1000, 8.0)
+    assert la.model_limit(27200, 32000) == 27200  # no turn seen: the reserve is not the model's
     la.observe(1000, 0.0)  # the first observation only sets the baseline
     assert la.tokens_ahead() == 0
 
