@@ -13,7 +13,8 @@ from typing import Final
 
 METHODS: Final = ("model", "deterministic", "masking", "headtail")
 SKIP_REASONS: Final = (
-    "deadline",  # its gist would come too late
+    "deadline",  # its digest would come too late (the model's measured cost, the agent's pace)
+    "late",  # the model was cut off: the context reached its high watermark before its digest
     "degraded",  # the agent is degraded under load
     "busy",  # the model lane was taken, or too many agents waited
     "too_small",  # no prose to gist

@@ -5,19 +5,29 @@ Per agent, running estimates (exponentially weighted moving averages):
 * **growth**: tokens per turn (mean and variance) and seconds per turn, from the context growing
   (a change that adds tokens is a growth step; changes that follow each other within
   ``TURN_GAP_S`` are one step, so an agent sending a turn as a burst of deltas is not mistaken for
-  one growing hundreds of times a second; a shrink, a compaction applied, only moves the baseline);
-* **job time**: seconds from planning a compaction to its proposal being ready (queueing
-  included), kept apart for jobs that had the model write a gist (seconds) and deterministic ones
-  (milliseconds), and the summarizer's throughput in region tokens per second.
+  one growing hundreds of times a second; a shrink, a compaction applied, only moves the baseline,
+  and so does growth back to back with the first change seen: an agent that attaches and sends
+  its history turn after turn is starting, not taking one enormous turn);
+* **job time** of the deterministic jobs: seconds from planning a compaction to its proposal being
+  ready (queueing included), and the summarizer's throughput in region tokens per second.
+
+A model job's time is not the agent's: it is the daemon's measured cost of the job
+(watcher.serve.modelcost: the tokens the model will read over the measured prefill rate, plus the
+measured overhead and the queue), passed in as ``model_s``.
 
 :meth:`Lookahead.tokens_ahead` is how much the context is expected to grow while a job started now
-runs, plus one large turn (mean + ``BURST_SIGMAS`` deviations: tool output comes in bursts, and a
-turn arrives before the agent can apply a proposal), plus, when a model is there, one average turn
-of slack for it. The planner triggers when ``tokens + tokens_ahead >= high watermark``
-(watcher.planning.planner.should_plan, which caps how early). At the job's start
-:meth:`Lookahead.model_in_time` says whether a gist by the model would still be ready before the
-high watermark (with the large-turn margin); if not, the job digests deterministically, in
-milliseconds: the headroom comes first. Everything is O(1).
+runs. A deterministic job (milliseconds): its growth plus one large turn (mean + ``BURST_SIGMAS``
+deviations: tool output comes in bursts, and a turn arrives before the agent can apply a proposal).
+A model job: its growth at the average pace plus an average turn (the turn that crosses the
+trigger lands anywhere in the last one), and never less than a deterministic job's. The planner
+triggers when ``tokens + tokens_ahead >= high watermark`` (watcher.planning.planner.should_plan,
+which caps how early). At the job's start :meth:`Lookahead.model_in_time` says whether the model's
+digest, at the job's own expected time, would be ready before the context reaches the model's
+limit (:meth:`Lookahead.model_limit`: the high watermark, or further into the reserve as long as a
+large turn would still fit the budget) at the average pace; if not,
+the job digests deterministically, in milliseconds: the headroom comes first. A large turn that
+comes while the model works is not left to the estimate: the job falls back to the deterministic
+digest when the context reaches that limit (watcher.serve.modelrun). Everything is O(1).
 """
 
 from __future__ import annotations
@@ -26,7 +36,6 @@ import math
 from dataclasses import dataclass
 
 ALPHA = 0.3  # weight of the newest observation
-DEFAULT_MODEL_JOB_S = 8.0  # before an agent's first model job: a gist measured on 2 shared cores
 DEFAULT_FAST_JOB_S = 0.5  # before its first deterministic job
 BURST_SIGMAS = 2.0  # plan for a turn this many standard deviations above the mean
 TURN_GAP_S = 0.25  # growth this soon after the previous growth belongs to the same step
@@ -38,7 +47,6 @@ class Lookahead:
     turn_tokens: float = 0.0  # EWMA tokens added per growth step
     turn_var: float = 0.0  # exponentially weighted variance of the tokens added per step
     turn_s: float = 0.0  # EWMA seconds between growth steps
-    job_s: float = DEFAULT_MODEL_JOB_S  # EWMA seconds a job with a model gist takes
     fast_job_s: float = DEFAULT_FAST_JOB_S  # EWMA seconds a deterministic job takes
     throughput: float = 0.0  # EWMA region tokens per second of job time
     steps: int = 0
@@ -57,6 +65,9 @@ class Lookahead:
             self._tokens, self._at, self._step_at = tokens, now, now
             return
         grew = tokens - self._tokens
+        if grew > 0 and not self.steps and now - self._at < TURN_GAP_S:
+            self._tokens, self._at, self._step_at = tokens, now, now  # the history catching up at
+            return  # attach (appends back to back from the first one on): the start, not a turn
         if grew > 0:
             if self.steps and now - self._at < TURN_GAP_S:  # the same step, continued: redo it
                 self.turn_tokens, self.turn_var, self.turn_s, self.steps = self._before
@@ -82,7 +93,6 @@ class Lookahead:
     def job_done(self, seconds: float, region_tokens: int, model: bool = True) -> None:
         seconds = max(seconds, 1e-3)
         if model:
-            self.job_s = seconds if not self.model_jobs else _ewma(self.job_s, seconds)
             self.model_jobs += 1
         else:
             fast = self.jobs - self.model_jobs
@@ -100,22 +110,35 @@ class Lookahead:
         """A large turn: mean + BURST_SIGMAS standard deviations."""
         return self.turn_tokens + BURST_SIGMAS * math.sqrt(self.turn_var)
 
-    def tokens_ahead(self, model: bool = True) -> int:
-        """How early to plan: the growth expected while a job (with a model gist, or
-        deterministic) started now runs, plus a large turn; for a model job one more average turn,
-        so that at the trigger there is still time for the model (:meth:`model_in_time`)."""
+    def tokens_ahead(self, model_s: float | None = None) -> int:
+        """How early to plan: the growth expected while a job started now runs. ``model_s``: the
+        expected seconds of a model job (queue included); None: a deterministic job, with a large
+        turn of margin. A model job's is its growth at the average pace plus an average turn (the
+        turn that crosses the trigger lands anywhere in the last one), so that at the trigger there
+        is still time for the model (:meth:`model_in_time`), and never less than a deterministic
+        job's."""
         if not self.steps:
             return 0
-        if model:
-            return math.ceil(self._during(self.job_s) + self._burst() + self.turn_tokens)
-        return math.ceil(self._during(self.fast_job_s) + self._burst())
+        fast = math.ceil(self._during(self.fast_job_s) + self._burst())
+        if model_s is None:
+            return fast
+        return max(fast, math.ceil(self._during(model_s) + self.turn_tokens))
 
-    def model_in_time(self, tokens: int, high: int) -> bool:
-        """Would a job with a model gist, started at ``tokens``, be ready before the context
-        reaches ``high``, with a large turn of margin? If not, the job digests deterministically."""
-        if not self.steps:
-            return True
-        return tokens + self._during(self.job_s) + self._burst() < high
+    def model_limit(self, high: int, budget: int) -> int:
+        """How far the context may grow while the model works: into the reserve above ``high`` as
+        long as a large turn would still fit ``budget`` (the agent's call never waits for the
+        model), never less than ``high``; just ``high`` before the agent's first turn is seen."""
+        if not self.steps:  # no growth seen: nothing says how large a turn may come
+            return high
+        return max(high, budget - math.ceil(self._burst()))
+
+    def model_in_time(self, tokens: int, limit: int, model_s: float) -> bool:
+        """Would a model job of ``model_s`` seconds, started at ``tokens``, be ready before the
+        context reaches ``limit`` (:meth:`model_limit`) at the average pace? If not, the job digests
+        deterministically. No margin beyond the average pace: a turn that reaches the limit while
+        the model works cuts the model off (watcher.serve.modelrun), so a wrong guess costs the
+        model's time, never the agent's."""
+        return tokens + (self._during(model_s) if self.steps else 0.0) < limit
 
     def deadline(self, tokens: int, limit: int, now: float, margin: bool = True) -> float:
         """When the agent's next LLM call is expected not to fit ``limit`` (its budget): the
@@ -137,10 +160,10 @@ class Lookahead:
         return {
             "tokens_per_turn": round(self.turn_tokens, 1),
             "seconds_per_turn": round(self.turn_s, 3),
-            "job_seconds": round(self.job_s, 3),
+            "model_jobs": self.model_jobs,
             "fast_job_seconds": round(self.fast_job_s, 3),
             "summarizer_tokens_per_s": round(self.throughput, 1),
-            "tokens_ahead": self.tokens_ahead(),
+            "tokens_ahead": self.tokens_ahead(),  # a deterministic job's
         }
 
 

@@ -28,6 +28,7 @@ from watcher.runtime.reload import Reloader, retire_engine
 from watcher.runtime.sdnotify import Notifier, watchdog_interval, watchdog_loop
 from watcher.serve import transport
 from watcher.serve.auth import PeerInfo
+from watcher.serve.modelcost import warm_up
 from watcher.serve.recovery import open_store
 from watcher.serve.server import Server
 from watcher.store.store import Store, StoreError
@@ -139,6 +140,8 @@ class Daemon:
             self.server = Server(self.sock, self.cfg, summarizer, store=self.store, peer_info=peer_info)
             self.server.add_status("store", self.store.stats)
             self.server.add_status("weights", lambda: weights_status(self.engine))
+            if self.engine is not None:  # the first measured prefill rate (watcher.serve.modelcost)
+                self._spawn(warm_up(summarizer, self.server.jobs.cost), "model-warm")
             await self._start_observers(self.server)
             self._install_signals()
             log.info(
@@ -268,7 +271,7 @@ class Daemon:
         self.server.apply_config(new, summarizer)
         if summarizer is not None:
             if engine is not None:
-                self._spawn(summarizer.warm(), "model-warm")
+                self._spawn(warm_up(summarizer, self.server.jobs.cost), "model-warm")
             if retired is not None:
                 self._spawn(retire_engine(retired, set(self.server.tasks)), "engine-retire")
         if old.mqtt != new.mqtt:

@@ -4,9 +4,11 @@ When a compaction job starts, its agent's **slack** is the time until its next L
 not to fit the budget (watcher.planning.lookahead.Lookahead.deadline, at the agent's average turn;
 negative when the context is over the budget already: its call waits for this job. A next turn
 expected earlier that has not come yet says nothing about when it will: such a job is not late).
-The job's expected time is the measured time of jobs of the same method (:class:`JobTimes`: an
-exponentially weighted mean from the job's start to its proposal being ready, on this machine, at
-this load). If the job cannot be done in time while other agents wait (at least :data:`LOADED`:
+The job's expected time is measured: for a job that holds the model lane, the expected time of
+its model digest (watcher.serve.modelcost: the tokens the model will read over the measured prefill
+rate, plus the measured overhead), else the measured time of deterministic jobs (:class:`JobTimes`:
+an exponentially weighted mean from the job's start to its proposal being ready, on this machine,
+at this load). If the job cannot be done in time while other agents wait (at least :data:`LOADED`:
 a load, not one fast agent) and the agent's context is over its high watermark (at risk: a
 compaction started early by the look-ahead has its reserve left), the agent degrades to a cheaper
 strategy:
@@ -31,10 +33,11 @@ replay baselines act as they always do.
 
 :class:`DigestMethods` counts the method of every proposal built (``model``, ``deterministic``,
 ``masking``, ``headtail``) and, for a daemon with a model, why a job did not use it: ``deadline``
-(its gist would come too late), ``degraded`` (the agent is degraded), ``busy`` (the model lane was
-taken or too many agents waited), ``too_small`` (no prose to gist), ``rejected`` (the gist failed
-its check or did not pay), ``model_failed`` (the model failed or is in back-off), ``no_model``,
-``policy`` (the agent's planner does not digest: the ``masking`` baseline).
+(its digest would come too late: watcher.serve.modelcost), ``late`` (it was cut off: the context
+reached the model's limit first, watcher.serve.modelrun), ``degraded`` (the agent is degraded),
+``busy`` (the model lane was taken or too many agents waited), ``too_small`` (no prose to gist),
+``rejected`` (the gist failed its check or did not pay), ``model_failed`` (the model failed or is
+in back-off), ``no_model``, ``policy`` (the agent's planner does not digest: the ``masking`` baseline).
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ from watcher.serve.session import Session
 log = logs.get("compactd.degrade")
 
 NORMAL, DETERMINISTIC, MASKING, HEADTAIL = range(4)
-DEFAULT_JOB_S: Final = {"model": 8.0, "deterministic": 0.5, "masking": 0.05, "headtail": 0.05}
+# before the first job of a method; "model" is only reported (a model job's estimate is ModelCost's)
+DEFAULT_JOB_S: Final = {"model": 0.0, "deterministic": 0.5, "masking": 0.05, "headtail": 0.05}
 ALPHA: Final = 0.3  # weight of the newest job time
 MARGIN: Final = 1.5  # a strategy is used only if its expected time x MARGIN fits in the slack
 LOADED: Final = 2  # agents waiting (besides the job starting) from which a job may degrade its agent
@@ -78,11 +82,12 @@ class JobTimes:
         self.count[method] = n + 1
 
 
-def level_for(slack_s: float, times: JobTimes, holds_model: bool) -> int:
-    """The level a job started now needs: ``normal`` if its usual digest (the model's when it holds
-    the model lane) fits in ``slack_s``, else ``deterministic`` if that fits, else ``masking``
+def level_for(slack_s: float, times: JobTimes, model_s: float | None) -> int:
+    """The level a job started now needs: ``normal`` if its usual digest (the model's, expected to
+    take ``model_s`` seconds, when it holds the model lane; None: it does not, or the model's time
+    is not measured yet) fits in ``slack_s``, else ``deterministic`` if that fits, else ``masking``
     (which falls back to ``headtail`` when masking is not enough)."""
-    usual = times.expect("model" if holds_model else "deterministic")
+    usual = times.expect("deterministic") if model_s is None else model_s
     if usual * MARGIN <= slack_s:
         return NORMAL
     if times.expect("deterministic") * MARGIN <= slack_s:
@@ -154,8 +159,9 @@ class Degrader:
         self.methods = DigestMethods()
         self.degraded: dict[str, Session] = {}  # agent -> its session, while its level is above 0
 
-    def need(self, state: Session, slack_s: float, holds_model: bool, waiting: int) -> int:
-        """The level of a job starting now for ``state``'s agent, with ``waiting`` other agents in
+    def need(self, state: Session, slack_s: float, model_s: float | None, waiting: int) -> int:
+        """The level of a job starting now for ``state``'s agent (``model_s``: its model digest's
+        expected seconds if it holds the model lane, see :func:`level_for`), with ``waiting`` other agents in
         the queue, and the agent's level changed to it (said when it changes). Only under load (at
         least :data:`LOADED` waiting) and with the agent's context over its high watermark (its
         reserve is being used: the estimate of its next turn is not all that stands between it and
@@ -163,7 +169,7 @@ class Degrader:
         skips the model when the model would be late (not a degradation: a cheaper job would make
         no one else sooner, and it costs quality). A job that finds enough time recovers its
         agent: the load has fallen for it."""
-        need = level_for(slack_s, self.times, holds_model)
+        need = level_for(slack_s, self.times, model_s)
         if waiting < LOADED or state.ctx.tokens < state.marks.high:
             need = min(need, DETERMINISTIC)
             if need < state.degrade:
@@ -184,7 +190,7 @@ class Degrader:
         self.degraded[state.agent] = state
         name = LEVELS[level]
         self.methods.degradations[name] += 1
-        expected = {m: round(self.times.expect(m), 3) for m in ("model", "deterministic")}
+        expected = {"deterministic": round(self.times.expect("deterministic"), 3)}
         fields = {"level": name, "slack_s": round(slack_s, 3), "reason": "deadline"}
         log.warning("agent_degraded", agent=state.agent, expected_s=expected, **fields)
         self.emit("agent_degraded", state.agent, **fields)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ipc.context import Context
 from ipc.sections import Section
-from summarizer.digest import Summarizer
+from summarizer.digest import Item, Summarizer
 from summarizer.headtail import HeadTailSummarizer
 from watcher.observe import logs
 from watcher.planning.baselines import MaskPlan
@@ -24,12 +24,19 @@ from watcher.serve import records
 from watcher.serve.compactor import build
 from watcher.serve.degrade import DETERMINISTIC, MARGIN, MASKING, NORMAL, Degrader, fast_plan
 from watcher.serve.hub import Hub
+from watcher.serve.modelcost import ModelCost
+from watcher.serve.modelrun import digest_in_time
 from watcher.serve.session import Pending, Session, prepare_plan
 from watcher.store.crashpoints import crashpoint
 
 log = logs.get("compactd.server")
 
 PLAN_ATTEMPTS = 3  # plans in a thread on a snapshot the mirror changed under, before one on the loop
+
+
+def items_of(state: Session, p: Plan) -> list[Item]:
+    """The summarizer's items of ``p``'s region as the mirror holds it now."""
+    return [Item(s.id, s.kind, s.text, s.tokens) for sid in p.ids if (s := state.ctx.get(sid)) is not None]
 
 
 def unchanged(snapshot: Sequence[Section], ctx: Context) -> bool:
@@ -41,10 +48,13 @@ class Jobs:
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
         self.degrader = Degrader(hub.emit)
+        self.cost = ModelCost()  # a model job's expected seconds, measured (warm-up, then jobs)
         hub.scheduler.on_idle = self.degrader.recover_all  # the queue drained: load has fallen
 
     def maybe_compact(self, state: Session) -> None:
         state.lookahead.observe(state.ctx.tokens, time.monotonic())  # O(1): growth per turn
+        if state.hurry is not None and state.ctx.tokens >= state.hurry_at:
+            state.hurry.set()  # the model's digest is late: its job digests deterministically now
         if state.policy != "auto" or state.job_running or state.pending or not state.synced:
             return
         if state.ctx.tokens <= self.trigger(state):
@@ -73,7 +83,8 @@ class Jobs:
         sched = self.hub.scheduler
         if left < 0 and tokens < budget:  # its next turn is later than expected: when is not known
             left = self.degrader.times.expect("deterministic") * MARGIN  # (past: its call waits now)
-        level = self.degrader.need(state, left, sched.holds_model(), sched.depth)
+        model_s = self.cost.expect() if sched.holds_model() else None
+        level = self.degrader.need(state, left, model_s, sched.depth)
         if level == DETERMINISTIC and not state.degrade and not self.hub.cfg.compaction.lookahead:
             return NORMAL  # not degraded, only late: without look-ahead the model is not skipped
         return level
@@ -91,15 +102,26 @@ class Jobs:
         later plan has more turns to choose what to fold from."""
         if not self.hub.cfg.compaction.lookahead:
             return 0
-        if self.hub.summarizer.engine is not None:
-            ahead = state.lookahead.tokens_ahead(model=True)
+        model_s = self.model_s()
+        if model_s is not None:
+            ahead = state.lookahead.tokens_ahead(model_s)
             if ahead <= early_cap(state.marks):
                 return ahead
-        return state.lookahead.tokens_ahead(model=False)
+        return state.lookahead.tokens_ahead()
+
+    def model_s(self) -> float | None:
+        """The expected seconds of a model job planned now: its measured cost
+        (watcher.serve.modelcost, at the mean input so far) plus the measured queue wait; None
+        without a model or before its first measurement."""
+        if self.hub.summarizer.engine is None:
+            return None
+        expect = self.cost.expect()
+        return None if expect is None else expect + self.hub.scheduler.wait_s
 
     def summarizer_for(self, state: Session, p: Planned) -> tuple[Summarizer, str]:
         """(summarizer, why not the model): the model (through the scheduler's lane) when its
-        digest would be ready before the high watermark and the agent is not degraded; else a
+        digest, at this job's expected time (:meth:`model_in_time`), would be ready before the
+        context reaches the model's limit and the agent is not degraded; else a
         deterministic digest now: the headroom comes first (DESIGN: never worse). A degraded job's
         head/tail region gets the head/tail digest (summarizer.headtail)."""
         hub = self.hub
@@ -115,17 +137,46 @@ class Jobs:
             return HeadTailSummarizer(None, count=hub.summarizer.count), why
         if state.job_level >= DETERMINISTIC:
             return sched.deterministic(hub.summarizer), why if state.degrade or not has_model else "deadline"
-        if (
-            state.planner.plans_ahead  # a baseline digests as it would (reactive waits)
-            and hub.cfg.compaction.lookahead
-            and has_model
-            and not state.lookahead.model_in_time(state.ctx.tokens, state.marks.high)
-        ):
+        if self.budgets_model(state) and has_model and not self.model_in_time(state, p):
             return sched.deterministic(hub.summarizer), "deadline"
         chosen = sched.pick(hub.summarizer)
         if not has_model:
             return chosen, why
         return chosen, "" if chosen is hub.summarizer else "busy"
+
+    def budgets_model(self, state: Session) -> bool:
+        """Is the model's time budgeted (and a late model cut off) for this agent's jobs? With the
+        look-ahead, for the planners that plan ahead (a baseline digests as it would: reactive
+        waits)."""
+        return state.planner.plans_ahead and self.hub.cfg.compaction.lookahead
+
+    def model_in_time(self, state: Session, p: Plan) -> bool:
+        """Would the model's digest of ``p`` be ready in time (watcher.planning.lookahead)? Its
+        expected seconds: the tokens the model will read for this region over the measured rate
+        (watcher.serve.modelcost); not measured yet: tried (the job falls back if it is late)."""
+        state.model_input = self.hub.summarizer.model_input_tokens(items_of(state, p), p.target_tokens)
+        expect = self.cost.expect(state.model_input)
+        if expect is None:
+            return True
+        limit, la = self.model_limit(state), state.lookahead
+        in_time = la.model_in_time(state.ctx.tokens, limit, expect)
+        log.info(
+            "model_budget",
+            agent=state.agent,
+            input_tokens=state.model_input,
+            expected_s=round(expect, 3),
+            tokens=state.ctx.tokens,
+            limit=limit,
+            tokens_per_turn=round(la.turn_tokens),
+            seconds_per_turn=round(la.turn_s, 3),
+            in_time=in_time,
+        )
+        return in_time
+
+    @staticmethod
+    def model_limit(state: Session) -> int:
+        """Tokens the context may reach while the model works (watcher.planning.lookahead)."""
+        return state.lookahead.model_limit(state.marks.high, state.marks.budget)
 
     def wanted(self, state: Session) -> bool:
         """Is a compaction of the agent's mirror as it is now still wanted?"""
@@ -250,11 +301,16 @@ class Jobs:
     async def compact(self, state: Session, p: Planned) -> None:
         hub = self.hub
         t0 = time.monotonic()
+        state.model_input = 0
         summarizer, why = self.summarizer_for(state, p)  # model or not: chosen before the first await
         used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
         pending: Pending | None = None
         try:
-            pending = await build(state, p, summarizer)
+            if used_model and isinstance(p, Plan) and self.budgets_model(state):
+                pending, late = await digest_in_time(hub, self.cost, state, p, self.model_limit(state))
+                used_model, why = not late, "late" if late else why
+            else:
+                pending = await build(state, p, summarizer)
         except Exception:
             log.exception("compaction_failed", agent=state.agent)
         finally:
@@ -263,7 +319,8 @@ class Jobs:
             if pending is not None:
                 why = why or (pending.note if used_model else "")
                 self.degrader.methods.count(pending.method, why)
-                self.degrader.times.record(pending.method, time.monotonic() - state.job_started)
+                method = "model" if used_model else pending.method  # the time the model took
+                self.degrader.times.record(method, time.monotonic() - state.job_started)
                 fields |= {"method": pending.method, "model_skipped": why}
             hub.emit("digest", state.agent, **fields)
             if isinstance(p, Plan):

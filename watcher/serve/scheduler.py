@@ -58,6 +58,7 @@ Deadline = Callable[[], float]  # monotonic time by which the agent needs its co
 WAIT_SAMPLES = 4096  # recent queue waits kept for the percentiles in stats()
 MODEL_MAX_WAITING = 2  # more agents waiting than this: jobs skip the model until the queue drains
 DETERMINISTIC_LANES = 2  # jobs at once besides the model's: one plans on the loop while one digests
+WAIT_ALPHA = 0.2  # weight of the newest queue wait in wait_s
 MAX_WAIT_S = 30.0  # aging: a waiting job's deadline counts as no later than this after it joined
 
 
@@ -93,6 +94,7 @@ class FairScheduler:
         self.on_idle: Callable[[], None] | None = None  # the queue drained and nothing runs
         self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
         self.max_wait_s = 0.0
+        self.wait_s = 0.0  # EWMA seconds a job waits in the queue (what a job planned now should expect)
         self.pool = DigestPool()
 
     @property
@@ -187,6 +189,7 @@ class FairScheduler:
             job, since, _ = self._jobs.pop(key)
             wait = now - since
             self._waits.append(wait)
+            self.wait_s += WAIT_ALPHA * (wait - self.wait_s)
             self.max_wait_s = max(self.max_wait_s, wait)
             task = asyncio.create_task(self._run(key, job), name=f"compact-{key}")
             self._running[task] = key
@@ -254,4 +257,5 @@ class FairScheduler:
             "wait_ms_p50": pct(0.5),
             "wait_ms_p99": pct(0.99),
             "wait_ms_max": round(self.max_wait_s * 1000, 1),
+            "wait_ms_mean": round(self.wait_s * 1000, 1),
         }

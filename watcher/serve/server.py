@@ -90,6 +90,7 @@ class Server:
         self.housekeeping = Housekeeping(self)
         self.jobs = Jobs(self)
         self.add_status("digest_methods", self.jobs.degrader.stats)
+        self.add_status("model_cost", lambda: self.jobs.cost.stats() if self.summarizer.engine else None)
         self.sync = Sync(self, self.jobs)
         acks, requests = Acks(self, self.sync, self.jobs), Requests(self, self.jobs)
         # requests that need an attached agent -> their handler (session, msg, ref)

@@ -95,6 +95,11 @@ class Session:
     job_started: float = 0.0  # when the scheduler started it (monotonic)
     degrade: int = 0  # the agent's level (watcher.serve.degrade), an index in observe.digests.LEVELS
     job_level: int = 0  # the running job's level (without load a late job's is not the agent's)
+    # set while the running job waits for the model: once the context reaches hurry_at tokens, the
+    # job gives up the model and digests deterministically (watcher.serve.modelrun)
+    hurry: asyncio.Event | None = field(default=None, repr=False)
+    hurry_at: int = 0
+    model_input: int = 0  # tokens the running job's model digest reads (watcher.serve.modelcost)
 
     @property
     def usage(self) -> float:

@@ -6,32 +6,37 @@ import math
 
 import pytest
 
-from watcher.planning.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, DEFAULT_MODEL_JOB_S, Lookahead
+from watcher.planning.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, Lookahead
 from watcher.planning.planner import EARLY_SHARE, Watermarks, should_plan, trigger_tokens
 
 
 def test_no_growth_seen_means_no_look_ahead() -> None:
     la = Lookahead()
-    assert la.tokens_ahead() == 0 and la.model_in_time(10**6, 1)
+    assert la.tokens_ahead() == 0 and la.tokens_ahead(8.0) == 0
+    assert la.model_in_time(999, 1000, 8.0) and not la.model_in_time(1000, 1000, 8.0)
+    assert la.model_limit(27200, 32000) == 27200  # no turn seen: the reserve is not the model's
     la.observe(1000, 0.0)  # the first observation only sets the baseline
     assert la.tokens_ahead() == 0
 
 
-def test_steady_growth_projects_over_the_job_time_plus_one_turn() -> None:
+def test_steady_growth_projects_over_the_job_time() -> None:
     la = Lookahead()
     for k in range(10):  # 500 tokens every 2 s: no variance, so the large turn is an average one
         la.observe(1000 + 500 * k, 2.0 * k)
     assert la.turn_tokens == 500 and la.turn_s == 2.0 and la.turn_var == 0
-    # growth during the job + a large turn (= an average one here) + a turn of slack for the model
-    assert la.tokens_ahead() == 500 * (DEFAULT_MODEL_JOB_S / 2.0 + 2)
-    assert la.tokens_ahead(model=False) == math.ceil(500 * (DEFAULT_FAST_JOB_S / 2.0 + 1))
+    # a deterministic job: its growth + a large turn (= an average one here)
+    fast = math.ceil(500 * (DEFAULT_FAST_JOB_S / 2.0 + 1))
+    assert la.tokens_ahead() == fast
+    # a model job of 8 s (the measured cost, passed in): its growth + an average turn
+    assert la.tokens_ahead(8.0) == 500 * (8.0 / 2.0 + 1)
+    assert la.tokens_ahead(0.0) == fast  # never later than a deterministic job
     la.job_done(10.0, 20_000, model=True)
-    assert la.job_s == 10.0 and la.throughput == 2000.0
-    assert la.tokens_ahead() == 500 * (10.0 / 2.0 + 2)
+    assert la.throughput == 2000.0 and la.model_jobs == 1
+    assert la.tokens_ahead() == fast  # a model job's time is not the agent's to remember
     la.job_done(0.2, 20_000, model=False)
-    assert la.fast_job_s == 0.2 and la.job_s == 10.0
+    assert la.fast_job_s == 0.2
     snap = la.snapshot()
-    assert snap["tokens_ahead"] == 3500 and snap["fast_job_seconds"] == 0.2
+    assert snap["tokens_ahead"] == math.ceil(500 * (0.2 / 2.0 + 1)) and snap["fast_job_seconds"] == 0.2
 
 
 def test_bursty_growth_looks_further_ahead() -> None:
@@ -43,21 +48,36 @@ def test_bursty_growth_looks_further_ahead() -> None:
         bursty.observe(t, 2.0 * k)
     sigma = math.sqrt(bursty.turn_var)
     assert steady.turn_var == 0 and sigma > 1000
-    mean_part = bursty.turn_tokens * (DEFAULT_MODEL_JOB_S / bursty.turn_s + 2)
+    mean_part = bursty.turn_tokens * (DEFAULT_FAST_JOB_S / bursty.turn_s + 1)
     assert bursty.tokens_ahead() == pytest.approx(mean_part + BURST_SIGMAS * sigma, abs=1)
+    assert bursty.tokens_ahead() > steady.tokens_ahead()
 
 
 def test_the_model_is_used_only_when_its_digest_would_be_in_time() -> None:
     la = Lookahead()
     for k in range(10):
         la.observe(1000 + 500 * k, 2.0 * k)
-    la.job_done(10.0, 5000, model=True)  # 5 turns of 500 tokens while the model writes
     high = 27200
-    assert la.model_in_time(high - 3001, high)  # 2500 during the job + a large turn (500 here)
-    assert not la.model_in_time(high - 3000, high)
-    # at the trigger the model still has a turn of slack
-    trigger = high - 1 - la.tokens_ahead()
-    assert la.model_in_time(trigger + 1, high)
+    # 10 s of model work: 5 turns of 500 tokens while it reads
+    assert la.model_in_time(high - 2501, high, 10.0)
+    assert not la.model_in_time(high - 2500, high, 10.0)
+    assert la.model_in_time(high - 251, high, 1.0)  # a cheaper job (fewer tokens to read) fits later
+    # at the trigger (the turn that crosses it lands anywhere in the last one) the model is in time
+    trigger = high - 1 - la.tokens_ahead(10.0)
+    assert la.model_in_time(trigger + 500, high, 10.0)
+    # the model may work into the reserve as long as a large turn still fits the budget
+    assert la.model_limit(high, 32000) == 32000 - 500
+    assert la.model_limit(high, high + 100) == high
+
+
+def test_a_bursty_agent_keeps_its_reserve_from_the_model() -> None:
+    la = Lookahead()
+    t = 0
+    for k in range(20):
+        t += 200 if k % 4 else 3400
+        la.observe(t, 2.0 * k)
+    burst = la.turn_tokens + BURST_SIGMAS * math.sqrt(la.turn_var)
+    assert la.model_limit(27200, 32000) == max(27200, 32000 - math.ceil(burst)) < 32000 - 2000
 
 
 def test_a_compaction_moves_the_baseline_but_is_not_growth() -> None:
@@ -77,9 +97,9 @@ def test_estimates_are_moving_averages() -> None:
     la.observe(1000, 1.0)
     la.observe(1100, 2.0)
     assert 1000 > la.turn_tokens > 100
-    la.job_done(2.0, 100)
-    la.job_done(4.0, 100)
-    assert 4.0 > la.job_s > 2.0
+    la.job_done(2.0, 100, model=False)
+    la.job_done(4.0, 100, model=False)
+    assert 4.0 > la.fast_job_s > 2.0
 
 
 def test_trigger_comes_early_by_the_growth_but_within_the_gap() -> None:
@@ -105,3 +125,13 @@ def test_a_turn_sent_as_a_burst_of_deltas_is_one_growth_step() -> None:
     assert burst.turn_tokens == one.turn_tokens == 1000
     assert abs(burst.turn_s - 2.0) < 0.05
     assert burst.tokens_ahead() <= one.tokens_ahead() * 1.05  # not hundreds of steps per second
+
+
+def test_history_sent_back_to_back_at_attach_is_the_start_not_a_turn() -> None:
+    la = Lookahead()
+    for k in range(40):  # 40 turns of history, 500 tokens each, appended 5 ms apart
+        la.observe(500 * (k + 1), 0.005 * k)
+    assert la.steps == 0 and la.tokens_ahead() == 0
+    for k in range(1, 4):  # then the agent's own turns, every 2 s
+        la.observe(20_000 + 300 * k, 2.0 * k)
+    assert la.steps == 3 and la.turn_tokens == 300 and la.turn_var == 0

@@ -34,14 +34,14 @@ from watcher.serve.degrade import (
 
 def test_the_level_is_the_first_strategy_that_fits_the_slack() -> None:
     times = JobTimes()
-    model, det = times.expect("model"), times.expect("deterministic")
-    assert level_for(model * MARGIN, times, holds_model=True) == NORMAL
-    assert level_for(model * MARGIN - 0.01, times, holds_model=True) == DETERMINISTIC
-    assert level_for(det * MARGIN, times, holds_model=False) == NORMAL  # without the model lane
-    assert level_for(det * MARGIN - 0.01, times, holds_model=False) == MASKING
-    assert level_for(-5.0, times, holds_model=True) == MASKING
+    model, det = 6.0, times.expect("deterministic")  # model: this job's measured cost (ModelCost)
+    assert level_for(model * MARGIN, times, model_s=model) == NORMAL
+    assert level_for(model * MARGIN - 0.01, times, model_s=model) == DETERMINISTIC
+    assert level_for(det * MARGIN, times, model_s=None) == NORMAL  # without the model lane
+    assert level_for(det * MARGIN - 0.01, times, model_s=None) == MASKING
+    assert level_for(-5.0, times, model_s=model) == MASKING
     times.record("deterministic", 0.02)  # measured: deterministic digests are fast on this machine
-    assert level_for(0.05, times, holds_model=False) == NORMAL
+    assert level_for(0.05, times, model_s=None) == NORMAL
 
 
 def turns(n: int, out_tokens: int) -> list[Section]:
