@@ -34,12 +34,13 @@ all four behind one protocol.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from ipc.sections import Section
-from watcher.planning.scoring import Scorer
+from watcher.planning.scoring import Scorer, Valuation
 
 MIN_REGION_TOKENS = 200  # below this a digest (header + facts) saves too little to be worth a cache miss
 STRATEGIES: Final = ("optimistic", "recency")
@@ -210,7 +211,8 @@ def plan(
     if not windows:
         return None
     tok = windows.prefix
-    v = None if strategy == "recency" else (scorer or Scorer()).valuation(sections)
+    sc = scorer or Scorer()
+    v = None if strategy == "recency" else sc.valuation(sections)
     if not windows.meeting:
         i, j = max(windows.short, key=lambda w: (tok[w[1]] - tok[w[0]], -w[0]))
         if _saved(tok[j] - tok[i], marks.budget) < min_early_saving(marks) and total < marks.high:
@@ -221,10 +223,10 @@ def plan(
         val = v
         val.regions(windows.meeting)  # every candidate's value in one sliding pass (memoized)
 
-        def cost(w: tuple[int, int]) -> tuple[float, int]:
-            return (val.region(*w) + cache_weight * (total - tok[w[0]]) / marks.budget, -w[0])
+        def cost(w: tuple[int, int]) -> float:
+            return val.region(*w) + cache_weight * (total - tok[w[0]]) / marks.budget
 
-        i, j = min(windows.meeting, key=cost)
+        i, j = _choose(windows.meeting, val, cost, sc.params.evidence_sigmas)
     tokens = tok[j] - tok[i]
     return Plan(
         ids=tuple(s.id for s in sections[i:j]),
@@ -235,6 +237,26 @@ def plan(
         value=round(v.region(i, j), 6) if v is not None else 0.0,
         strategy=strategy,
     )
+
+
+def _choose(
+    meeting: Sequence[tuple[int, int]],
+    val: Valuation,
+    cost: Callable[[tuple[int, int]], float],
+    sigmas: float,
+) -> tuple[int, int]:
+    """The oldest region whose cost is within ``sigmas`` standard deviations of the cheapest's:
+    the value (expected regretted sections) overrides the age order only where it tells the
+    regions apart by more than its own spread (:meth:`Valuation.spread` of both)."""
+    best = min(meeting, key=lambda w: (cost(w), -w[0]))
+    if sigmas <= 0:
+        return best
+    low = cost(best)
+    spread = val.spread(*best)
+    for w in sorted(meeting):
+        if cost(w) <= low + sigmas * math.sqrt(spread + val.spread(*w)):
+            return w
+    return best  # (not reached: best itself qualifies)
 
 
 @dataclass
