@@ -77,6 +77,7 @@ def cmd_bench_planner(args: argparse.Namespace) -> int:
         paths=[Path(p) for p in args.trajectories],
         budgets=args.budget or [32000],
         reserve=args.reserve,
+        low_watermark=args.low_watermark,
         lookahead_tokens=args.lookahead_tokens,
         loo=args.loo,
     )

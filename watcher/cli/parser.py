@@ -313,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("trajectories", nargs="+", metavar="TRAJECTORY")
     bp.add_argument("--budget", type=int, action="append", help="budget (repeatable; default 32000)")
     bp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio (default 0.15)")
+    bp.add_argument("--low-watermark", type=float, default=0.7, help="low watermark ratio (default 0.7)")
     bp.add_argument(
         "--lookahead-tokens",
         type=int,

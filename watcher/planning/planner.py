@@ -3,10 +3,16 @@
 A plan is made only when (projected) usage reaches the high watermark, and it aims at the low
 watermark: it removes ``need = tokens + growth - low`` (the digest counted; ``growth`` is what the
 context is expected to gain before the digest is ready, 0 without look-ahead) and not much more.
-Among the regions that achieve that, ``optimistic`` takes the one that loses the least value (what
-folding it would lose, valued as a whole: watcher.planning.scoring) plus the prompt-cache cost of cutting
-there (``cache_weight`` × invalidated prefix tokens / budget: a cut invalidates the agent's cache
-from its first replaced section onward, so later cuts are cheaper). Each region is minimal for
+Among the regions that achieve that, ``optimistic`` weighs what folding each would lose (its value,
+valued as a whole: watcher.planning.scoring) plus the prompt-cache cost of cutting there
+(``cache_weight`` × invalidated prefix tokens / budget: a cut invalidates the agent's cache from its
+first replaced section onward, so later cuts are cheaper), and takes the *oldest* region whose cost
+is within ``evidence_sigmas`` (ScoreParams, 1 by default) standard deviations of the cheapest's:
+the value is an expected count of regretted sections, each section a guess with its own variance
+(:meth:`Valuation.spread`), and the age order (older output is more often superseded) decides
+unless the value tells two regions apart by more than that. Measured over 12 budgets and look-ahead
+settings at the default watermarks, this halves how much optimistic loses to recency on the
+trajectories where it loses (docs/BENCHMARKS.md, "Planner and regret"). Each region is minimal for
 where it starts, so a plan never removes far more than needed: dropping its last group would leave
 ``need`` unmet. When no region can meet ``need`` (what is left is mostly anchors and digests), the
 plan folds the region that saves the most. Below the high mark (a look-ahead plan) that region
@@ -193,8 +199,8 @@ def plan(
 
     ``fresh`` is the number of fresh turns kept; ``growth`` the tokens expected to arrive before a
     digest started now would be ready (look-ahead; 0 = plan at the high watermark only).
-    ``optimistic`` takes the region that loses the least value plus cache cost; ``recency`` the
-    oldest region (score = recency only: the age order decides).
+    ``optimistic`` takes the oldest region whose value plus cache cost is within the evidence
+    margin of the cheapest (:func:`_choose`); ``recency`` the oldest region (the age order only).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"planner strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")

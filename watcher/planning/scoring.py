@@ -195,8 +195,8 @@ class Valuation:
         var = self._var
         if var is None:
             var = [0.0]
-            for k in range(len(self.base)):
-                r = min(1.0, self.section(k))
+            for x in self.regions([(k, k + 1) for k in range(len(self.base))]):  # one sliding pass
+                r = min(1.0, x)
                 var.append(var[-1] + r * (1.0 - r))
             self._var = var
         return var[j] - var[i]
