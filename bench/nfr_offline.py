@@ -10,7 +10,13 @@ verbatim in the context at the end, or lost. Seconds per trajectory: a quick che
 change before the live replay (``compactd replay``), which also has the look-ahead, the model's
 gists and real timing, so its figures differ.
 
-.venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] TRAJECTORY ...
+.venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] \
+    [--strategy optimistic|recency] [--lookahead-tokens N] [--evidence-sigmas S] TRAJECTORY ...
+
+``--lookahead-tokens`` plans that much before the high watermark (capped as the daemon caps it: a
+large value plans as early as the daemon with a model); ``--evidence-sigmas`` sets
+ScoreParams.evidence_sigmas (0: the cheapest region always). Regret (watcher.eval.regret) of the
+same play is printed too.
 """
 
 from __future__ import annotations
@@ -23,24 +29,27 @@ from summarizer.digest import Item, Summarizer
 from watcher.config.agents import AUTO_BAND, AUTO_LOW
 from watcher.eval.canaries import CANARY_KINDS, CanaryTally, load_canaries, plant, score
 from watcher.eval.nfr import Retention, retention
+from watcher.eval.regret import Regret, regret
 from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import Trajectory, load_many
 from watcher.planning.planner import Watermarks, plan
-from watcher.planning.scoring import Scorer
+from watcher.planning.scoring import ScoreParams, Scorer
 
 BUDGET, RESERVE, FRESH = 32000, 0.15, 4
 
 
-def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retention, int, list[Section]]:
-    """NFR, the number of digests, and the context at the end."""
+def play(
+    traj: Trajectory, summ: Summarizer, marks: Watermarks, how: argparse.Namespace
+) -> tuple[Retention, Regret, int, list[Section]]:
+    """NFR, regret, the number of digests, and the context at the end."""
     ctx: list[Section] = []
-    scorer = Scorer(None)
+    scorer = Scorer(ScoreParams(evidence_sigmas=how.evidence_sigmas))
     removed: dict[str, int] = {}
     added: dict[str, tuple[str, int]] = {}
     for k, turn in enumerate(traj.turns):
         ctx.extend(turn)
         for _ in range(8):
-            p = plan(ctx, marks, FRESH, strategy="optimistic", scorer=scorer)
+            p = plan(ctx, marks, FRESH, strategy=how.strategy, scorer=scorer, growth=how.lookahead_tokens)
             if p is None:
                 break
             start = next(i for i, s in enumerate(ctx) if s.id == p.ids[0])
@@ -52,7 +61,7 @@ def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retenti
             added[ref] = (d.text, k)
             for s in region:
                 removed.setdefault(s.id, k)
-    return retention(traj.turns, removed, added), len(added), ctx
+    return retention(traj.turns, removed, added), regret(traj.turns, removed), len(added), ctx
 
 
 def _kinds(t: CanaryTally) -> str:
@@ -64,18 +73,22 @@ def main() -> None:
     ap.add_argument("trajectories", nargs="+")
     ap.add_argument("--canaries", help="plant these canaries (one sentence a line) and count them")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--strategy", choices=["optimistic", "recency"], default="optimistic")
+    ap.add_argument("--lookahead-tokens", type=int, default=0)
+    ap.add_argument("--evidence-sigmas", type=float, default=ScoreParams().evidence_sigmas)
     args = ap.parse_args()
     count = token_counter(True)
     summ = Summarizer(None, count=count)
     marks = Watermarks(BUDGET, RESERVE, min(AUTO_LOW, 1 - RESERVE - AUTO_BAND))
     sentences = load_canaries(args.canaries) if args.canaries else []
-    needed = kept = 0
+    needed = kept = regretted = compacted = 0
     pooled = CanaryTally()
     lost: list[str] = []
     print("trajectory | digests | needed | kept | NFR | canaries in context | first lost")
     for loaded in load_many(args.trajectories, count=count):
         traj, canaries = plant(loaded, sentences, args.seed, count) if sentences else (loaded, [])
-        r, n, ctx = play(traj, summ, marks)
+        r, g, n, ctx = play(traj, summ, marks, args)
+        regretted, compacted = regretted + g.regretted, compacted + g.compacted
         tally = score(canaries, {s.id: s for s in traj.sections}, ctx, {}, {})
         pooled.add(tally)
         lost += [f"{traj.name}: {c}" for c in tally.lost]
@@ -83,6 +96,7 @@ def main() -> None:
         nfr = "–" if r.nfr is None else f"{r.nfr:.3f}"
         print(f"{traj.name} | {n} | {r.needed} | {r.kept} | {nfr} | {_kinds(tally)} | {' '.join(r.lost[:6])}")
     print(f"pooled | | {needed} | {kept} | {kept / needed if needed else 0:.3f} | {_kinds(pooled)} |")
+    print(f"regret {regretted}/{compacted} = {regretted / compacted if compacted else 0:.3f}")
     for line in lost:
         print(f"canary lost: {line}")
 

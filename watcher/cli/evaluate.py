@@ -74,7 +74,12 @@ def cmd_bench_planner(args: argparse.Namespace) -> int:
     from watcher.eval.bench.planner import PlannerBenchSettings, run_planner_bench
 
     settings = PlannerBenchSettings(
-        paths=[Path(p) for p in args.trajectories], budgets=args.budget or [32000], reserve=args.reserve
+        paths=[Path(p) for p in args.trajectories],
+        budgets=args.budget or [32000],
+        reserve=args.reserve,
+        low_watermark=args.low_watermark,
+        lookahead_tokens=args.lookahead_tokens,
+        loo=args.loo,
     )
     return _bench(
         lambda: run_planner_bench(settings, progress=lambda m: print(m, file=sys.stderr)), args.json

@@ -313,6 +313,10 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("trajectories", nargs="+", metavar="TRAJECTORY")
     bp.add_argument("--budget", type=int, action="append", help="budget (repeatable; default 32000)")
     bp.add_argument("--reserve", type=float, default=0.15, help="headroom ratio (default 0.15)")
+    bp.add_argument("--low-watermark", type=float, default=0.7, help="low watermark ratio (default 0.7)")
+    ahead = "plan N tokens before the high watermark, capped as the daemon caps it (default 0)"
+    bp.add_argument("--lookahead-tokens", type=int, default=0, metavar="N", help=ahead)
+    bp.add_argument("--loo", action="store_true", help="add the leave-one-trajectory-out table and goal")
     bp.add_argument("--json", metavar="FILE", help="write the results as JSON to FILE")
     bp.set_defaults(bench_func=cmd_bench_planner)
     ba = benches.add_parser(

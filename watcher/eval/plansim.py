@@ -54,10 +54,15 @@ def simulate(
     fresh: int = 4,
     params: ScoreParams | None = None,
     cache_weight: float = 1.0,
+    growth: int = 0,
     max_rounds: int = 8,
     timings: list[float] | None = None,
 ) -> SimResult:
-    """Play ``traj``; ``timings``, if given, receives the wall time (ms) of every call that planned."""
+    """Play ``traj``; ``timings``, if given, receives the wall time (ms) of every call that planned.
+
+    ``growth`` is a fixed look-ahead (tokens expected before a digest is ready; the planner caps
+    it): 0 plans at the high watermark; a large value plans as early as the live daemon does when
+    its look-ahead is at the cap (a model job of seconds at a turn every 2 s)."""
     res = SimResult(traj.name, strategy)
     ctx: list[Section] = []
     scorer = Scorer(params)
@@ -66,7 +71,9 @@ def simulate(
         ctx.extend(turn)
         for _ in range(max_rounds):
             t0 = time.perf_counter()
-            p = plan(ctx, marks, fresh, strategy=strategy, scorer=scorer, cache_weight=cache_weight)
+            p = plan(
+                ctx, marks, fresh, strategy=strategy, scorer=scorer, cache_weight=cache_weight, growth=growth
+            )
             if p is None:
                 break
             if timings is not None:

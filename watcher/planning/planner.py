@@ -3,10 +3,16 @@
 A plan is made only when (projected) usage reaches the high watermark, and it aims at the low
 watermark: it removes ``need = tokens + growth - low`` (the digest counted; ``growth`` is what the
 context is expected to gain before the digest is ready, 0 without look-ahead) and not much more.
-Among the regions that achieve that, ``optimistic`` takes the one that loses the least value (what
-folding it would lose, valued as a whole: watcher.planning.scoring) plus the prompt-cache cost of cutting
-there (``cache_weight`` × invalidated prefix tokens / budget: a cut invalidates the agent's cache
-from its first replaced section onward, so later cuts are cheaper). Each region is minimal for
+Among the regions that achieve that, ``optimistic`` weighs what folding each would lose (its value,
+valued as a whole: watcher.planning.scoring) plus the prompt-cache cost of cutting there
+(``cache_weight`` × invalidated prefix tokens / budget: a cut invalidates the agent's cache from its
+first replaced section onward, so later cuts are cheaper), and takes the *oldest* region whose cost
+is within ``evidence_sigmas`` (ScoreParams, 1 by default) standard deviations of the cheapest's:
+the value is an expected count of regretted sections, each section a guess with its own variance
+(:meth:`Valuation.spread`), and the age order (older output is more often superseded) decides
+unless the value tells two regions apart by more than that. Measured over 12 budgets and look-ahead
+settings at the default watermarks, this halves how much optimistic loses to recency on the
+trajectories where it loses (docs/BENCHMARKS.md, "Planner and regret"). Each region is minimal for
 where it starts, so a plan never removes far more than needed: dropping its last group would leave
 ``need`` unmet. When no region can meet ``need`` (what is left is mostly anchors and digests), the
 plan folds the region that saves the most. Below the high mark (a look-ahead plan) that region
@@ -34,12 +40,13 @@ all four behind one protocol.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from ipc.sections import Section
-from watcher.planning.scoring import Scorer
+from watcher.planning.scoring import Scorer, Valuation
 
 MIN_REGION_TOKENS = 200  # below this a digest (header + facts) saves too little to be worth a cache miss
 STRATEGIES: Final = ("optimistic", "recency")
@@ -192,8 +199,8 @@ def plan(
 
     ``fresh`` is the number of fresh turns kept; ``growth`` the tokens expected to arrive before a
     digest started now would be ready (look-ahead; 0 = plan at the high watermark only).
-    ``optimistic`` takes the region that loses the least value plus cache cost; ``recency`` the
-    oldest region (score = recency only: the age order decides).
+    ``optimistic`` takes the oldest region whose value plus cache cost is within the evidence
+    margin of the cheapest (:func:`_choose`); ``recency`` the oldest region (the age order only).
     """
     if strategy not in STRATEGIES:
         raise ValueError(f"planner strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
@@ -210,7 +217,8 @@ def plan(
     if not windows:
         return None
     tok = windows.prefix
-    v = None if strategy == "recency" else (scorer or Scorer()).valuation(sections)
+    sc = scorer or Scorer()
+    v = None if strategy == "recency" else sc.valuation(sections)
     if not windows.meeting:
         i, j = max(windows.short, key=lambda w: (tok[w[1]] - tok[w[0]], -w[0]))
         if _saved(tok[j] - tok[i], marks.budget) < min_early_saving(marks) and total < marks.high:
@@ -221,10 +229,10 @@ def plan(
         val = v
         val.regions(windows.meeting)  # every candidate's value in one sliding pass (memoized)
 
-        def cost(w: tuple[int, int]) -> tuple[float, int]:
-            return (val.region(*w) + cache_weight * (total - tok[w[0]]) / marks.budget, -w[0])
+        def cost(w: tuple[int, int]) -> float:
+            return val.region(*w) + cache_weight * (total - tok[w[0]]) / marks.budget
 
-        i, j = min(windows.meeting, key=cost)
+        i, j = _choose(windows.meeting, val, cost, sc.params.evidence_sigmas)
     tokens = tok[j] - tok[i]
     return Plan(
         ids=tuple(s.id for s in sections[i:j]),
@@ -235,6 +243,26 @@ def plan(
         value=round(v.region(i, j), 6) if v is not None else 0.0,
         strategy=strategy,
     )
+
+
+def _choose(
+    meeting: Sequence[tuple[int, int]],
+    val: Valuation,
+    cost: Callable[[tuple[int, int]], float],
+    sigmas: float,
+) -> tuple[int, int]:
+    """The oldest region whose cost is within ``sigmas`` standard deviations of the cheapest's:
+    the value (expected regretted sections) overrides the age order only where it tells the
+    regions apart by more than its own spread (:meth:`Valuation.spread` of both)."""
+    best = min(meeting, key=lambda w: (cost(w), -w[0]))
+    if sigmas <= 0:
+        return best
+    low = cost(best)
+    spread = val.spread(*best)
+    for w in sorted(meeting):
+        if cost(w) <= low + sigmas * math.sqrt(spread + val.spread(*w)):
+            return w
+    return best  # (not reached: best itself qualifies)
 
 
 @dataclass

@@ -63,6 +63,7 @@ class ScoreParams:
     exposure: float = 1.0
     relevance_floor: float = 0.2  # per-section methods only
     focus_turns: int = 3  # per-section methods: the agent's last N turns are part of the focus
+    evidence_sigmas: float = 1.0  # the value overrides the age order only by this many std devs
 
     def __post_init__(self) -> None:
         if self.relevance not in RELEVANCE_METHODS:
@@ -72,6 +73,8 @@ class ScoreParams:
             raise ValueError(f"half_life_turns must be > 0, got {self.half_life_turns}")
         if any(w < 0 for w in self.weights.values()):
             raise ValueError("priority weights must be >= 0")
+        if not self.evidence_sigmas >= 0:
+            raise ValueError(f"evidence_sigmas must be >= 0, got {self.evidence_sigmas}")
 
 
 @dataclass
@@ -89,6 +92,7 @@ class Valuation:
     _memo: dict[tuple[int, int], float] = field(default_factory=dict, repr=False, compare=False)
     _pos: dict[str, list[int]] | None = field(default=None, repr=False, compare=False)
     _alone: list[float] | None = field(default=None, repr=False, compare=False)
+    _var: list[float] | None = field(default=None, repr=False, compare=False)  # prefix sums
 
     def region(self, i: int, j: int) -> float:
         """The value lost by folding sections ``[i, j)`` together.
@@ -182,6 +186,20 @@ class Valuation:
     def section(self, i: int) -> float:
         """The score of section ``i``: the value lost if it alone were folded."""
         return self.region(i, i + 1)
+
+    def spread(self, i: int, j: int) -> float:
+        """The variance of the value of ``[i, j)`` read as a count of regretted sections: each
+        section a Bernoulli trial whose chance is its own score (capped at 1). What one value can
+        be told apart from another by (watcher.planning.planner: the age order decides unless the
+        value says otherwise by more than its spread)."""
+        var = self._var
+        if var is None:
+            var = [0.0]
+            for x in self.regions([(k, k + 1) for k in range(len(self.base))]):  # one sliding pass
+                r = min(1.0, x)
+                var.append(var[-1] + r * (1.0 - r))
+            self._var = var
+        return var[j] - var[i]
 
 
 class Scorer:

@@ -11,9 +11,16 @@ Also reported: the wall time of each plan (p50, p99, max, in ms) for the default
 the per-delta cost of the O(1) trigger check, so a change that makes planning or ingest costly
 shows up here.
 
-Goal (issue 4): the default variant's regret at most 0.7 x recency's at the first budget, with
-compactions made (a run where nothing was compacted measured nothing: missed). The simulation is
-deterministic, so one run is the figure: there is no run-to-run spread to report.
+A variant is ``strategy:method[:sigmas]``; ``sigmas`` sets ScoreParams.evidence_sigmas (how many
+standard deviations the value must beat the age order by: 0 = the cheapest region always).
+``lookahead_tokens`` plans that much before the high watermark (capped as the daemon caps it; a
+large value plans as early as the live daemon with a model: the replay's setting); ``loo`` adds the
+leave-one-trajectory-out table (watcher.eval.bench.planner_loo).
+
+Goals: issue 4, the default variant's regret at most 0.7 x recency's at the first budget; issue
+15 (with ``loo``), the held-out pooled ratio at most 0.8. Both with compactions made (a run where
+nothing was compacted measured nothing: missed). The simulation is deterministic, so one run is the
+figure: there is no run-to-run spread to report.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from watcher.eval.bench.goals import BenchError, Goal, exercised, judge
+from watcher.eval.bench.planner_loo import leave_one_out
 from watcher.eval.plansim import SimResult, simulate
 from watcher.eval.replay import percentile, token_counter
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
@@ -44,7 +52,11 @@ class PlannerBenchSettings:
     low_watermark: float = 0.7
     fresh_turns: int = 4
     model_tokenizer: bool = True
-    variants: Sequence[str] = field(default_factory=lambda: [f"optimistic:{m}" for m in RELEVANCE_METHODS])
+    variants: Sequence[str] = field(
+        default_factory=lambda: [f"optimistic:{m}" for m in RELEVANCE_METHODS] + ["optimistic:mentions:0"]
+    )
+    lookahead_tokens: int = 0
+    loo: bool = False
 
 
 def _pooled(results: Sequence[SimResult], marks: Watermarks) -> dict[str, Any]:
@@ -67,12 +79,21 @@ def _pooled(results: Sequence[SimResult], marks: Watermarks) -> dict[str, Any]:
     }
 
 
-def _timed_plans(trajs: Sequence[Trajectory], marks: Watermarks, fresh: int) -> list[float]:
+def _timed_plans(trajs: Sequence[Trajectory], marks: Watermarks, fresh: int, growth: int) -> list[float]:
     """Wall time of every plan the optimistic variant makes, in ms."""
     times: list[float] = []
     for t in trajs:
-        simulate(t, marks, strategy="optimistic", fresh=fresh, timings=times)
+        simulate(t, marks, strategy="optimistic", fresh=fresh, growth=growth, timings=times)
     return times
+
+
+def _variant(variant: str) -> tuple[str, ScoreParams]:
+    strategy, _, rest = variant.partition(":")
+    method, _, sigmas = rest.partition(":")
+    params = ScoreParams(relevance=method or "mentions")
+    if sigmas:
+        params = ScoreParams(relevance=params.relevance, evidence_sigmas=float(sigmas))
+    return strategy, params
 
 
 def _trigger_cost_ns(samples: int = 200_000) -> float:
@@ -95,22 +116,26 @@ def run_planner_bench(
     except TrajectoryError as exc:
         raise BenchError(str(exc)) from exc
     out: dict[str, Any] = {"trajectories": [t.name for t in trajs], "budgets": {}}
+    grow = s.lookahead_tokens
     for budget in s.budgets:
         marks = Watermarks(budget, s.reserve, s.low_watermark)
         progress(f"budget {budget}: recency")
-        base = _pooled([simulate(t, marks, strategy="recency", fresh=s.fresh_turns) for t in trajs], marks)
+        rec = [simulate(t, marks, strategy="recency", fresh=s.fresh_turns, growth=grow) for t in trajs]
+        base = _pooled(rec, marks)
         rows: dict[str, Any] = {"recency": base}
         for variant in s.variants:
-            strategy, _, method = variant.partition(":")
+            strategy, params = _variant(variant)
             progress(f"budget {budget}: {variant}")
-            params = ScoreParams(relevance=method or "mentions")
-            res = [simulate(t, marks, strategy=strategy, fresh=s.fresh_turns, params=params) for t in trajs]
+            res = [
+                simulate(t, marks, strategy=strategy, fresh=s.fresh_turns, params=params, growth=grow)
+                for t in trajs
+            ]
             row = _pooled(res, marks)
             row["ratio_to_recency"] = round(row["regret"] / base["regret"], 3) if base["regret"] else None
             rows[variant] = row
         out["budgets"][str(budget)] = rows
     marks = Watermarks(s.budgets[0], s.reserve, s.low_watermark)
-    times = _timed_plans(trajs, marks, s.fresh_turns)
+    times = _timed_plans(trajs, marks, s.fresh_turns, grow)
     out["plan_ms"] = {
         "plans": len(times),
         "p50": round(percentile(times, 50), 2),
@@ -122,9 +147,15 @@ def run_planner_bench(
         "reserve": s.reserve,
         "low_watermark": s.low_watermark,
         "fresh_turns": s.fresh_turns,
+        "lookahead_tokens": grow,
         "tokenizer": "model" if s.model_tokenizer else "approx",
     }
     first = out["budgets"][str(s.budgets[0])]
     default = first.get(DEFAULT_VARIANT) or first[s.variants[0]]
     ratio = exercised(default["ratio_to_recency"], default["compactions"] > 0)
-    return judge(out, [Goal(f"{DEFAULT_VARIANT} regret / recency regret", ratio, "<=", 0.7)])
+    goals = [Goal(f"{DEFAULT_VARIANT} regret / recency regret", ratio, "<=", 0.7)]
+    if s.loo:
+        loo = out["leave_one_out"] = leave_one_out(trajs, marks, s.fresh_turns, grow, progress)
+        held = exercised(loo["pooled"]["ratio_held_out"], loo["compactions"] > 0)
+        goals.append(Goal("held-out regret / recency regret (leave-one-trajectory-out)", held, "<=", 0.8))
+    return judge(out, goals)
