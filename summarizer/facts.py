@@ -152,13 +152,15 @@ def _statements(text: str, cap: int) -> Iterator[_Found]:
 
 def extract_statements(text: str, limit: int = 200) -> list[str]:
     """Stated facts of `text` (:func:`_statements`), those naming something the text mentions
-    nowhere else first (the digest is the only place it would survive), then the rest, then an
-    agent's musings (:data:`_MUSING`); in text order within a rank."""
+    nowhere else first (the digest is the only place it would survive), then the rest; in text
+    order within a rank. An agent's musings (:data:`_MUSING`) are not stated facts: the code names
+    they mention are carried, more compactly, by the digest's names line (summarizer.names)."""
     found: list[tuple[int, int, str]] = []
     for f in _statements(text, limit):
+        if _MUSING.match(f.text):
+            continue
         unique = any(text.count(m[0]) == 1 for m in _SPECIFIC.finditer(f.text))
-        rank = 2 if _MUSING.match(f.text) else 0 if unique else 1
-        found.append((rank, f.pos, _clip(f.text)))
+        found.append((0 if unique else 1, f.pos, _clip(f.text)))
     seen: set[str] = set()
     out = []
     for *_, fact in sorted(found):
@@ -166,6 +168,9 @@ def extract_statements(text: str, limit: int = 200) -> list[str]:
             seen.add(fact)
             out.append(fact)
     return out
+
+
+_WEAKEST = 2  # the rank of intentions (_WEAK_DECISION) and musings among decisions
 
 
 def _decisions(text: str, cap: int) -> Iterator[_Found]:
@@ -429,7 +434,9 @@ def extract_facts(text: str, max_facts: int = 40, skip: frozenset[str] = frozens
     15%, numbers 12%, URLs 8%); slots a category cannot fill go round-robin to the others, in that
     order. Output is grouped by category in that order; within a category facts keep the order in
     which they occur in the text. Each fact is at most 200 characters. Categories named in `skip`
-    are not extracted (their slots go to the others), e.g. "identifier" when a digest lists names.
+    are not extracted (their slots go to the others), e.g. "identifier" when a digest lists names;
+    then an agent's intentions and musings ("I'll look at `x`", "Let's read `y`": the weakest
+    decisions) are left out too: their value is the names they mention, which that line carries.
     """
     if max_facts <= 0 or not text:
         return []
@@ -438,6 +445,11 @@ def extract_facts(text: str, max_facts: int = 40, skip: frozenset[str] = frozens
         _candidates(text, finder, cap, name in ("error", "decision")) if name not in skip else []
         for name, finder, _ in _CATEGORIES
     ]
+    if "identifier" in skip:  # a names line carries the names an intention or musing mentions
+        pools = [
+            [f for f in pool if f.rank < _WEAKEST] if name == "decision" else pool
+            for pool, (name, _, _) in zip(pools, _CATEGORIES, strict=True)
+        ]
     chosen: list[list[_Found]] = [[] for _ in pools]
     _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
     while sum(map(len, chosen)) < max_facts and any(pools):

@@ -137,7 +137,7 @@ def test_stated_facts_are_kept_as_whole_sentences() -> None:
     assert not any(f in g and f != g for f in facts for g in facts), "no fact echoes another"
 
 
-def test_questions_are_not_statements_and_musings_rank_last() -> None:
+def test_questions_and_musings_are_not_statements() -> None:
     text = (
         "Maybe it is registered in `src/_pytest/python.py` or similar? It could be a plugin_hook.\n"
         "Wait, `pytest_pycollect_makemodule` IS a hook spec and it is defined once.\n"
@@ -146,5 +146,19 @@ def test_questions_are_not_statements_and_musings_rank_last() -> None:
     )
     stated = extract_statements(text)
     assert not any(s.startswith("Maybe") for s in stated), "a question is not a statement"
-    assert stated[-1].startswith("Wait,"), stated
+    assert not any(s.startswith("Wait,") for s in stated), "thinking aloud is not a statement"
     assert stated[0].startswith("The staging database"), "plain statements in text order"
+    assert len(stated) == 2
+
+
+def test_with_a_names_line_intentions_give_way_to_decisions() -> None:
+    text = (
+        "THOUGHT: I'll search for `pytest_collect_directory` in `src/_pytest/main.py` next.\n"
+        "Let's look at `Session._collect` in `src/_pytest/main.py` generally.\n"
+        "We decided to keep the legacy flag --umbra-compat-7 until the 3.14 release.\n"
+    )
+    plain = extract_facts(text)
+    assert any(f.startswith("THOUGHT: I'll search") for f in plain), plain
+    named = extract_facts(text, skip=frozenset({"identifier"}))
+    assert "We decided to keep the legacy flag --umbra-compat-7 until the 3.14 release." in named
+    assert not any(f.startswith(("THOUGHT: I'll", "Let's look")) for f in named), named
