@@ -8,18 +8,24 @@ tokenizer counting), and NFR (watcher.eval.nfr) is computed on what was replaced
 them (watcher.eval.canaries), and those whose section was compacted are counted per kind: still
 verbatim in the context at the end, or lost. Seconds per trajectory: a quick check of a summarizer
 change before the live replay (``compactd replay``), which also has the look-ahead, the model's
-gists and real timing, so its figures differ.
+gists and real timing, so its figures differ. ``--explain`` says, for each needed identifier
+lost, where it was and why the digest did not carry it: the kind of its section, the digest that
+took it (sections, tokens), its rank among the region's names (summarizer.names) and how many names
+the digest's names line showed.
 
-.venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] TRAJECTORY ...
+.venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] [--explain] TRAJECTORY ...
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
+from summarizer.layout import NAMES_LABEL
+from summarizer.names import ranked_names
 from watcher.config.agents import AUTO_BAND, AUTO_LOW
 from watcher.eval.canaries import CANARY_KINDS, CanaryTally, load_canaries, plant, score
 from watcher.eval.nfr import Retention, retention
@@ -29,10 +35,13 @@ from watcher.planning.planner import Watermarks, plan
 from watcher.planning.scoring import Scorer
 
 BUDGET, RESERVE, FRESH = 32000, 0.15, 4
+_NAMES_LINE = re.compile(rf"^{re.escape(NAMES_LABEL)}(.*)$", re.M)
 
 
-def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retention, int, list[Section]]:
-    """NFR, the number of digests, and the context at the end."""
+def play(
+    traj: Trajectory, summ: Summarizer, marks: Watermarks, regions: dict[str, list[Section]] | None = None
+) -> tuple[Retention, int, list[Section]]:
+    """NFR, the number of digests, and the context at the end; ``regions`` gets what each digest took."""
     ctx: list[Section] = []
     scorer = Scorer(None)
     removed: dict[str, int] = {}
@@ -50,9 +59,28 @@ def play(traj: Trajectory, summ: Summarizer, marks: Watermarks) -> tuple[Retenti
             d = asyncio.run(summ.digest(items, ref, p.target_tokens))
             ctx[start : start + len(p.ids)] = [Section(ref, "digest", d.text, tokens=d.tokens)]
             added[ref] = (d.text, k)
+            if regions is not None:
+                regions[ref] = region
             for s in region:
                 removed.setdefault(s.id, k)
     return retention(traj.turns, removed, added), len(added), ctx
+
+
+def explain(lost: str, regions: dict[str, list[Section]], added: dict[str, str]) -> str:
+    """Where a lost ``section:identifier`` was, and what the digest that took it showed."""
+    sid, name = lost.split(":", 1)
+    for ref, region in regions.items():
+        ids = [s.id for s in region]
+        if sid not in ids:
+            continue
+        sec = region[ids.index(sid)]
+        ranked = ranked_names([Item(s.id, s.kind, s.text, s.tokens) for s in region])
+        rank = f"{ranked.index(name) + 1}/{len(ranked)}" if name in ranked else f"-/{len(ranked)}"
+        m = _NAMES_LINE.search(added[ref])
+        shown = len(m[1].split()) if m else 0
+        size = f"{len(region)} sections, {sum(s.tokens for s in region)} tokens"
+        return f"{lost} ({sec.kind}): in {ref} of {size}; rank {rank}, {shown} shown"
+    return f"{lost}: in no digest"
 
 
 def _kinds(t: CanaryTally) -> str:
@@ -64,6 +92,7 @@ def main() -> None:
     ap.add_argument("trajectories", nargs="+")
     ap.add_argument("--canaries", help="plant these canaries (one sentence a line) and count them")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--explain", action="store_true", help="say where each lost identifier was")
     args = ap.parse_args()
     count = token_counter(True)
     summ = Summarizer(None, count=count)
@@ -72,10 +101,15 @@ def main() -> None:
     needed = kept = 0
     pooled = CanaryTally()
     lost: list[str] = []
+    why: list[str] = []
     print("trajectory | digests | needed | kept | NFR | canaries in context | first lost")
     for loaded in load_many(args.trajectories, count=count):
         traj, canaries = plant(loaded, sentences, args.seed, count) if sentences else (loaded, [])
-        r, n, ctx = play(traj, summ, marks)
+        regions: dict[str, list[Section]] = {}
+        r, n, ctx = play(traj, summ, marks, regions)
+        texts = {s.id: s.text for s in ctx if s.kind == "digest"}
+        if args.explain:
+            why += [f"{traj.name}: {explain(x, regions, texts)}" for x in r.lost]
         tally = score(canaries, {s.id: s for s in traj.sections}, ctx, {}, {})
         pooled.add(tally)
         lost += [f"{traj.name}: {c}" for c in tally.lost]
@@ -85,6 +119,8 @@ def main() -> None:
     print(f"pooled | | {needed} | {kept} | {kept / needed if needed else 0:.3f} | {_kinds(pooled)} |")
     for line in lost:
         print(f"canary lost: {line}")
+    for line in why:
+        print(f"lost: {line}")
 
 
 if __name__ == "__main__":
