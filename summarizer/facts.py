@@ -170,9 +170,6 @@ def extract_statements(text: str, limit: int = 200) -> list[str]:
     return out
 
 
-_WEAKEST = 2  # the rank of intentions (_WEAK_DECISION) and musings among decisions
-
-
 def _decisions(text: str, cap: int) -> Iterator[_Found]:
     """Stated decisions (rank 0), stated facts (rank 1, :func:`_statements`), intentions (rank 2)."""
     for rank, pattern in ((0, _STRONG_DECISION), (2, _WEAK_DECISION)):
@@ -434,9 +431,7 @@ def extract_facts(text: str, max_facts: int = 40, skip: frozenset[str] = frozens
     15%, numbers 12%, URLs 8%); slots a category cannot fill go round-robin to the others, in that
     order. Output is grouped by category in that order; within a category facts keep the order in
     which they occur in the text. Each fact is at most 200 characters. Categories named in `skip`
-    are not extracted (their slots go to the others), e.g. "identifier" when a digest lists names;
-    then an agent's intentions and musings ("I'll look at `x`", "Let's read `y`": the weakest
-    decisions) are left out too: their value is the names they mention, which that line carries.
+    are not extracted (their slots go to the others), e.g. "identifier" when a digest lists names.
     """
     if max_facts <= 0 or not text:
         return []
@@ -445,11 +440,6 @@ def extract_facts(text: str, max_facts: int = 40, skip: frozenset[str] = frozens
         _candidates(text, finder, cap, name in ("error", "decision")) if name not in skip else []
         for name, finder, _ in _CATEGORIES
     ]
-    if "identifier" in skip:  # a names line carries the names an intention or musing mentions
-        pools = [
-            [f for f in pool if f.rank < _WEAKEST] if name == "decision" else pool
-            for pool, (name, _, _) in zip(pools, _CATEGORIES, strict=True)
-        ]
     chosen: list[list[_Found]] = [[] for _ in pools]
     _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
     while sum(map(len, chosen)) < max_facts and any(pools):

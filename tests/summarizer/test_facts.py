@@ -149,16 +149,3 @@ def test_questions_and_musings_are_not_statements() -> None:
     assert not any(s.startswith("Wait,") for s in stated), "thinking aloud is not a statement"
     assert stated[0].startswith("The staging database"), "plain statements in text order"
     assert len(stated) == 2
-
-
-def test_with_a_names_line_intentions_give_way_to_decisions() -> None:
-    text = (
-        "THOUGHT: I'll search for `pytest_collect_directory` in `src/_pytest/main.py` next.\n"
-        "Let's look at `Session._collect` in `src/_pytest/main.py` generally.\n"
-        "We decided to keep the legacy flag --umbra-compat-7 until the 3.14 release.\n"
-    )
-    plain = extract_facts(text)
-    assert any(f.startswith("THOUGHT: I'll search") for f in plain), plain
-    named = extract_facts(text, skip=frozenset({"identifier"}))
-    assert "We decided to keep the legacy flag --umbra-compat-7 until the 3.14 release." in named
-    assert not any(f.startswith(("THOUGHT: I'll", "Let's look")) for f in named), named
