@@ -8,9 +8,12 @@ tokenizer counting), and NFR (watcher.eval.nfr) is computed on what was replaced
 them (watcher.eval.canaries), and those whose section was compacted are counted per kind: still
 verbatim in the context at the end, or lost. Seconds per trajectory: a quick check of a summarizer
 change before the live replay (``compactd replay``), which also has the look-ahead, the model's
-gists and real timing, so its figures differ.
+gists and real timing, so its figures differ. ``--explain`` says, for each needed identifier
+lost, where it was and why the digest did not carry it: the kind of its section, the digest that
+took it (sections, tokens), its rank among the region's names (summarizer.names) and how many names
+the digest's names line showed.
 
-.venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] \
+.venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] [--explain] \
     [--strategy optimistic|recency] [--lookahead-tokens N] [--evidence-sigmas S] TRAJECTORY ...
 
 ``--lookahead-tokens`` plans that much before the high watermark (capped as the daemon caps it: a
@@ -23,9 +26,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
+from summarizer.layout import NAMES_LABEL
+from summarizer.names import ranked_names
 from watcher.config.agents import AUTO_BAND, AUTO_LOW
 from watcher.eval.canaries import CANARY_KINDS, CanaryTally, load_canaries, plant, score
 from watcher.eval.nfr import Retention, retention
@@ -36,12 +42,18 @@ from watcher.planning.planner import Watermarks, plan
 from watcher.planning.scoring import ScoreParams, Scorer
 
 BUDGET, RESERVE, FRESH = 32000, 0.15, 4
+_NAMES_LINE = re.compile(rf"^{re.escape(NAMES_LABEL)}(.*)$", re.M)
 
 
 def play(
-    traj: Trajectory, summ: Summarizer, marks: Watermarks, how: argparse.Namespace
+    traj: Trajectory,
+    summ: Summarizer,
+    marks: Watermarks,
+    how: argparse.Namespace,
+    regions: dict[str, list[Section]] | None = None,
 ) -> tuple[Retention, Regret, int, list[Section]]:
-    """NFR, regret, the number of digests, and the context at the end."""
+    """NFR, regret, the number of digests, and the context at the end; ``regions`` gets what each
+    digest took."""
     ctx: list[Section] = []
     scorer = Scorer(ScoreParams(evidence_sigmas=how.evidence_sigmas))
     removed: dict[str, int] = {}
@@ -59,9 +71,28 @@ def play(
             d = asyncio.run(summ.digest(items, ref, p.target_tokens))
             ctx[start : start + len(p.ids)] = [Section(ref, "digest", d.text, tokens=d.tokens)]
             added[ref] = (d.text, k)
+            if regions is not None:
+                regions[ref] = region
             for s in region:
                 removed.setdefault(s.id, k)
     return retention(traj.turns, removed, added), regret(traj.turns, removed), len(added), ctx
+
+
+def explain(lost: str, regions: dict[str, list[Section]], added: dict[str, str]) -> str:
+    """Where a lost ``section:identifier`` was, and what the digest that took it showed."""
+    sid, name = lost.split(":", 1)
+    for ref, region in regions.items():
+        ids = [s.id for s in region]
+        if sid not in ids:
+            continue
+        sec = region[ids.index(sid)]
+        ranked = ranked_names([Item(s.id, s.kind, s.text, s.tokens) for s in region])
+        rank = f"{ranked.index(name) + 1}/{len(ranked)}" if name in ranked else f"-/{len(ranked)}"
+        m = _NAMES_LINE.search(added[ref])
+        shown = len(m[1].split()) if m else 0
+        size = f"{len(region)} sections, {sum(s.tokens for s in region)} tokens"
+        return f"{lost} ({sec.kind}): in {ref} of {size}; rank {rank}, {shown} shown"
+    return f"{lost}: in no digest"
 
 
 def _kinds(t: CanaryTally) -> str:
@@ -76,6 +107,7 @@ def main() -> None:
     ap.add_argument("--strategy", choices=["optimistic", "recency"], default="optimistic")
     ap.add_argument("--lookahead-tokens", type=int, default=0)
     ap.add_argument("--evidence-sigmas", type=float, default=ScoreParams().evidence_sigmas)
+    ap.add_argument("--explain", action="store_true", help="say where each lost identifier was")
     args = ap.parse_args()
     count = token_counter(True)
     summ = Summarizer(None, count=count)
@@ -84,11 +116,16 @@ def main() -> None:
     needed = kept = regretted = compacted = 0
     pooled = CanaryTally()
     lost: list[str] = []
+    why: list[str] = []
     print("trajectory | digests | needed | kept | NFR | canaries in context | first lost")
     for loaded in load_many(args.trajectories, count=count):
         traj, canaries = plant(loaded, sentences, args.seed, count) if sentences else (loaded, [])
-        r, g, n, ctx = play(traj, summ, marks, args)
+        regions: dict[str, list[Section]] = {}
+        r, g, n, ctx = play(traj, summ, marks, args, regions)
         regretted, compacted = regretted + g.regretted, compacted + g.compacted
+        texts = {s.id: s.text for s in ctx if s.kind == "digest"}
+        if args.explain:
+            why += [f"{traj.name}: {explain(x, regions, texts)}" for x in r.lost]
         tally = score(canaries, {s.id: s for s in traj.sections}, ctx, {}, {})
         pooled.add(tally)
         lost += [f"{traj.name}: {c}" for c in tally.lost]
@@ -99,6 +136,8 @@ def main() -> None:
     print(f"regret {regretted}/{compacted} = {regretted / compacted if compacted else 0:.3f}")
     for line in lost:
         print(f"canary lost: {line}")
+    for line in why:
+        print(f"lost: {line}")
 
 
 if __name__ == "__main__":

@@ -152,13 +152,15 @@ def _statements(text: str, cap: int) -> Iterator[_Found]:
 
 def extract_statements(text: str, limit: int = 200) -> list[str]:
     """Stated facts of `text` (:func:`_statements`), those naming something the text mentions
-    nowhere else first (the digest is the only place it would survive), then the rest, then an
-    agent's musings (:data:`_MUSING`); in text order within a rank."""
+    nowhere else first (the digest is the only place it would survive), then the rest; in text
+    order within a rank. An agent's musings (:data:`_MUSING`) are not stated facts: the code names
+    they mention are carried, more compactly, by the digest's names line (summarizer.names)."""
     found: list[tuple[int, int, str]] = []
     for f in _statements(text, limit):
+        if _MUSING.match(f.text):
+            continue
         unique = any(text.count(m[0]) == 1 for m in _SPECIFIC.finditer(f.text))
-        rank = 2 if _MUSING.match(f.text) else 0 if unique else 1
-        found.append((rank, f.pos, _clip(f.text)))
+        found.append((0 if unique else 1, f.pos, _clip(f.text)))
     seen: set[str] = set()
     out = []
     for *_, fact in sorted(found):

@@ -18,10 +18,16 @@ Ranking (most likely to be named again first), each name counted once:
 2. names a tool output *defines* (``def x``, ``class X``, ``fn x``, ...): what a file read is about;
 3. the other names of tool output.
 
-Within a tier, names found in more sections come first (a name seen in several places is what the
-region is about), then the rarer in text (a name repeated on every line of one log is noise), then
-the first occurrence. Work is bounded like the fact extraction: long texts are read in their head
-and tail only, and at most MAX_NAMES names are ranked.
+Within a tier, names of the region's latest sections come first (an agent goes on from its most
+recent work: the file it read last, the script it wrote last), then those found in more sections (a
+name seen in several places is what the region is about), then the rarer in text (a name repeated
+on every line of one log is noise), then the first occurrence. Work is bounded like the fact
+extraction: long texts are read in their head and tail only, and at most MAX_NAMES names are ranked.
+
+The line gets at least NAMES_FLOOR of the size of the rest of the digest, whatever room the key
+facts and the sections left it (they may fill their shares to the brim): names are the densest
+carriers of what an agent names again, and the digest's size search (summarizer.digest) makes the
+whole digest fit its target.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from summarizer.items import Item
 from summarizer.safety import redact
 
 PROSE: Final = frozenset({"assistant", "user", "system", "other"})
+AGENT_WORDS: Final = PROSE | {"tool_call"}  # prose and the agent's own commands: tier 0
+NAMES_FLOOR: Final = 0.05
 MAX_NAMES: Final = 400
 MAX_NAME_CHARS: Final = 60
 _HEAD, _TAIL = 64_000, 32_000
@@ -89,32 +97,37 @@ class _Seen:
     sections: int  # number of sections naming it
     count: int  # occurrences in all
     first: int  # order of first occurrence
+    last: int  # index of the last section naming it
 
 
 def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
     """The region's names, most likely to be named again first (module docstring); at most MAX_NAMES."""
     seen: dict[str, _Seen] = {}
-    for it in items:
+    for idx, it in enumerate(items):
         if it.kind == "digest":
             continue  # an earlier digest is kept verbatim: its names are already in view
         text = redact(_window(it.text))  # (names on instruction-like lines stay in the archive only)
-        defined = set(_DEFINES.findall(text)) if it.kind not in PROSE else set()
+        defined = set(_DEFINES.findall(text)) if it.kind not in AGENT_WORDS else set()
         for name, n in _names_of(text).items():
             if name in GENERIC:
                 continue
-            tier = 0 if it.kind in PROSE else 1 if name in defined else 2
+            tier = 0 if it.kind in AGENT_WORDS else 1 if name in defined else 2
             old = seen.get(name)
             if old is None:
-                seen[name] = _Seen(tier, 1, n, len(seen))
+                seen[name] = _Seen(tier, 1, n, len(seen), idx)
             else:
-                seen[name] = _Seen(min(tier, old.tier), old.sections + 1, old.count + n, old.first)
-    order = sorted(seen, key=lambda x: (seen[x].tier, -seen[x].sections, seen[x].count, seen[x].first))
+                seen[name] = _Seen(min(tier, old.tier), old.sections + 1, old.count + n, old.first, idx)
+    order = sorted(
+        seen, key=lambda x: (seen[x].tier, -seen[x].last, -seen[x].sections, seen[x].count, seen[x].first)
+    )
     return tuple(order[:MAX_NAMES])
 
 
 def pick_names(names: Sequence[str], present: str, max_chars: int) -> list[str]:
     """Names of `names` (ranked) not already verbatim in `present`, whose space-separated line fits
-    `max_chars`; output in rank order. A name contained in a chosen one is carried by it."""
+    `max_chars`, or NAMES_FLOOR of the size of `present` (the rest of the digest) if that is more;
+    output in rank order. A name contained in a chosen one is carried by it."""
+    max_chars = max(max_chars, int(NAMES_FLOOR * len(present)))
     chosen: list[str] = []
     size = 0
     for name in names:

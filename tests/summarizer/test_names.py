@@ -102,6 +102,24 @@ def test_ranked_names_put_the_agents_own_words_first_then_definitions() -> None:
     assert "__init__" not in ranked_names([Item("s", "tool_result", "def __init__(self): pass", 5)])
 
 
+def test_ranked_names_prefer_the_latest_work_and_the_agents_commands() -> None:
+    items = [
+        Item("s1", "tool_result", "def old_helper(a):\n    return a\n", 10),
+        Item("s2", "tool_result", "def new_helper(b):\n    return b\n", 10),
+        Item("s3", "tool_call", "sed -i 's/x/y/' src/edit_me.py", 10),
+    ]
+    ranked = ranked_names(items)
+    assert ranked[0] == "edit_me.py", "the agent's own command is its own vocabulary"
+    assert ranked.index("new_helper") < ranked.index("old_helper"), "the later read first"
+
+
+def test_pick_names_keeps_a_floor_of_room_when_the_rest_filled_the_digest() -> None:
+    names = ("parse_header", "MyReader", "io_utils.py")
+    rest = "x" * 600  # the rest of the digest left no room: the names still get 5% of its size
+    assert pick_names(names, rest, -100) == ["parse_header", "MyReader"]
+    assert pick_names(names, rest, 1000) == list(names)
+
+
 def test_pick_names_skips_what_is_shown_and_fits_its_room() -> None:
     names = ("parse_header", "parse", "MyReader", "a_very_long_name_that_does_not_fit_here", "io_utils.py")
     assert pick_names(names, "shown: MyReader", 40) == ["parse_header", "io_utils.py"]
