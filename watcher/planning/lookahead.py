@@ -23,8 +23,7 @@ trigger lands anywhere in the last one), and never less than a deterministic job
 triggers when ``tokens + tokens_ahead >= high watermark`` (watcher.planning.planner.should_plan,
 which caps how early). At the job's start :meth:`Lookahead.model_in_time` says whether the model's
 digest, at the job's own expected time, would be ready before the context reaches the model's
-limit (:meth:`Lookahead.model_limit`: the high watermark, or further into the reserve as long as a
-large turn would still fit the budget) at the average pace; if not,
+limit (the high watermark: the reserve above it is the agent's) at the average pace; if not,
 the job digests deterministically, in milliseconds: the headroom comes first. A large turn that
 comes while the model works is not left to the estimate: the job falls back to the deterministic
 digest when the context reaches that limit (watcher.serve.modelrun). Everything is O(1).
@@ -124,17 +123,9 @@ class Lookahead:
             return fast
         return max(fast, math.ceil(self._during(model_s) + self.turn_tokens))
 
-    def model_limit(self, high: int, budget: int) -> int:
-        """How far the context may grow while the model works: into the reserve above ``high`` as
-        long as a large turn would still fit ``budget`` (the agent's call never waits for the
-        model), never less than ``high``; just ``high`` before the agent's first turn is seen."""
-        if not self.steps:  # no growth seen: nothing says how large a turn may come
-            return high
-        return max(high, budget - math.ceil(self._burst()))
-
     def model_in_time(self, tokens: int, limit: int, model_s: float) -> bool:
         """Would a model job of ``model_s`` seconds, started at ``tokens``, be ready before the
-        context reaches ``limit`` (:meth:`model_limit`) at the average pace? If not, the job digests
+        context reaches ``limit`` (the high watermark) at the average pace? If not, the job digests
         deterministically. No margin beyond the average pace: a turn that reaches the limit while
         the model works cuts the model off (watcher.serve.modelrun), so a wrong guess costs the
         model's time, never the agent's."""

@@ -175,8 +175,12 @@ class Jobs:
 
     @staticmethod
     def model_limit(state: Session) -> int:
-        """Tokens the context may reach while the model works (watcher.planning.lookahead)."""
-        return state.lookahead.model_limit(state.marks.high, state.marks.budget)
+        """Tokens the context may reach while the model works: the high watermark. The reserve above
+        it is the agent's, never the model's: letting the model work into it (while a large turn
+        still fit the budget) doubled the model's digests (15 % vs 9 %) but put 3.3 % of replay
+        calls over the high watermark instead of 1.2 % (docs/BENCHMARKS.md, "The model at the
+        defaults")."""
+        return state.marks.high
 
     def wanted(self, state: Session) -> bool:
         """Is a compaction of the agent's mirror as it is now still wanted?"""

@@ -3,8 +3,7 @@ model's limit first, in which case the job digests the same region deterministic
 
 The look-ahead starts a model job only when its measured cost says the digest will be ready before
 the context reaches the model's limit at the agent's average pace
-(watcher.planning.lookahead.Lookahead.model_limit: the high watermark, or into the reserve as long
-as a large turn would still fit the budget). A large turn can still come while the model works;
+(watcher.serve.jobs.Jobs.model_limit: the high watermark). A large turn can still come while the model works;
 then (``Session.hurry``, set by watcher.serve.jobs.Jobs.maybe_compact on the delta that reaches
 the limit) the model's work is cancelled (the engine stops at its next token or batch), the lane
 goes back, and the deterministic digest (milliseconds, in the digest worker) is sent instead, before

@@ -14,7 +14,6 @@ def test_no_growth_seen_means_no_look_ahead() -> None:
     la = Lookahead()
     assert la.tokens_ahead() == 0 and la.tokens_ahead(8.0) == 0
     assert la.model_in_time(999, 1000, 8.0) and not la.model_in_time(1000, 1000, 8.0)
-    assert la.model_limit(27200, 32000) == 27200  # no turn seen: the reserve is not the model's
     la.observe(1000, 0.0)  # the first observation only sets the baseline
     assert la.tokens_ahead() == 0
 
@@ -65,19 +64,6 @@ def test_the_model_is_used_only_when_its_digest_would_be_in_time() -> None:
     # at the trigger (the turn that crosses it lands anywhere in the last one) the model is in time
     trigger = high - 1 - la.tokens_ahead(10.0)
     assert la.model_in_time(trigger + 500, high, 10.0)
-    # the model may work into the reserve as long as a large turn still fits the budget
-    assert la.model_limit(high, 32000) == 32000 - 500
-    assert la.model_limit(high, high + 100) == high
-
-
-def test_a_bursty_agent_keeps_its_reserve_from_the_model() -> None:
-    la = Lookahead()
-    t = 0
-    for k in range(20):
-        t += 200 if k % 4 else 3400
-        la.observe(t, 2.0 * k)
-    burst = la.turn_tokens + BURST_SIGMAS * math.sqrt(la.turn_var)
-    assert la.model_limit(27200, 32000) == max(27200, 32000 - math.ceil(burst)) < 32000 - 2000
 
 
 def test_a_compaction_moves_the_baseline_but_is_not_growth() -> None:
