@@ -231,9 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     bl.add_argument(
         "--max-agents",
         type=int,
-        default=1000,
+        default=2000,
         help="with --trajectories: N doubles past the ladder while steps are clean, up to this "
-        "(default 1000)",
+        "(default 2000)",
     )
     bl.add_argument("--rate", type=float, default=5.0, help="synthetic: deltas/s per agent (default 5)")
     bl.add_argument(

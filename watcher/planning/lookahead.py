@@ -7,7 +7,11 @@ Per agent, running estimates (exponentially weighted moving averages):
   ``TURN_GAP_S`` are one step, so an agent sending a turn as a burst of deltas is not mistaken for
   one growing hundreds of times a second; a shrink, a compaction applied, only moves the baseline,
   and so does growth back to back with the first change seen: an agent that attaches and sends
-  its history turn after turn is starting, not taking one enormous turn);
+  its history turn after turn is starting, not taking one enormous turn). Both end in time: a
+  step after ``STEP_MAX_S``, the start after ``START_MAX_S``, so an agent that streams deltas
+  without pause (closer together than ``TURN_GAP_S``) is seen growing at its pace, step after
+  step, not starting forever; its growth per second (``rate``) is measured over windows of at
+  least ``RATE_WINDOW_S`` whatever its steps;
 * **job time** of the deterministic jobs: seconds from planning a compaction to its proposal being
   ready (queueing included), and the summarizer's throughput in region tokens per second.
 
@@ -39,6 +43,9 @@ DEFAULT_FAST_JOB_S = 0.5  # before its first deterministic job
 BURST_SIGMAS = 2.0  # plan for a turn this many standard deviations above the mean
 TURN_GAP_S = 0.25  # growth this soon after the previous growth belongs to the same step
 FAR_S = 3600.0  # a deadline never lies further ahead than this (no growth seen, or growth ~0)
+RATE_WINDOW_S = 1.0  # growth per second is averaged over windows at least this long
+START_MAX_S = 10.0  # growth back to back from the first change on is the history for this long at most
+STEP_MAX_S = 1.0  # a step of growth back to back lasts this long at most: a stream is many steps
 
 
 @dataclass
@@ -54,21 +61,28 @@ class Lookahead:
     _tokens: int = 0
     _at: float | None = None  # when the context last grew (or was first seen)
     _step_at: float = 0.0  # when the current step began
+    _start: float = 0.0  # when the first change was seen
     _step_tokens: int = 0  # tokens the current step has added so far
     _step_dt: float = 0.0  # seconds from the previous step's start to this one's
     _before: tuple[float, float, float, int] = (0.0, 0.0, 0.0, 0)  # estimates before this step
+    rate: float = 0.0  # EWMA tokens of growth per second, over windows of >= RATE_WINDOW_S
+    _rate_at: float = 0.0  # when the current window began
+    _rate_grown: int = 0  # growth in the current window
 
     def observe(self, tokens: int, now: float) -> None:
         """The context now holds ``tokens`` (called on every change; unchanged = no-op)."""
         if self._at is None:
-            self._tokens, self._at, self._step_at = tokens, now, now
+            self._tokens, self._at, self._step_at, self._start = tokens, now, now, now
             return
         grew = tokens - self._tokens
-        if grew > 0 and not self.steps and now - self._at < TURN_GAP_S:
+        starting = now - self._start < START_MAX_S
+        if grew > 0 and not self.steps and now - self._at < TURN_GAP_S and starting:
             self._tokens, self._at, self._step_at = tokens, now, now  # the history catching up at
             return  # attach (appends back to back from the first one on): the start, not a turn
         if grew > 0:
-            if self.steps and now - self._at < TURN_GAP_S:  # the same step, continued: redo it
+            self._window(grew, now)
+            same = now - self._at < TURN_GAP_S and now - self._step_at < STEP_MAX_S
+            if self.steps and same:  # the same step, continued: redo it
                 self.turn_tokens, self.turn_var, self.turn_s, self.steps = self._before
                 self._step_tokens += grew
             else:
@@ -78,6 +92,18 @@ class Lookahead:
             self._learn(self._step_tokens, self._step_dt)
             self._at = now
         self._tokens = tokens
+
+    def _window(self, grew: int, now: float) -> None:
+        """Growth per second, whatever the steps: an agent whose appends come closer together than
+        TURN_GAP_S is one long step to the turn estimates, not to this one."""
+        if not self._rate_at:
+            self._rate_at = self._at or now  # the window opens at the start (the history is not growth)
+        self._rate_grown += grew
+        span = now - self._rate_at
+        if span >= RATE_WINDOW_S:
+            new = self._rate_grown / span
+            self.rate = _ewma(self.rate, new) if self.rate else new
+            self._rate_at, self._rate_grown = now, 0
 
     def _learn(self, grew: int, dt: float) -> None:
         if self.steps:
@@ -155,6 +181,7 @@ class Lookahead:
             "fast_job_seconds": round(self.fast_job_s, 3),
             "summarizer_tokens_per_s": round(self.throughput, 1),
             "tokens_ahead": self.tokens_ahead(),  # a deterministic job's
+            "tokens_per_s": round(self.rate, 1),
         }
 
 

@@ -43,6 +43,7 @@ in back-off), ``no_model``, ``policy`` (the agent's planner does not digest: the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from ipc.sections import Section
@@ -93,6 +94,29 @@ def level_for(slack_s: float, times: JobTimes, model_s: float | None) -> int:
     if times.expect("deterministic") * MARGIN <= slack_s:
         return DETERMINISTIC
     return MASKING
+
+
+DEEP_SAFETY: Final = 2.0  # a loaded job's bite lasts this many of the agent's measured job cycles
+DEEP_FLOOR: Final = 0.3  # ... but folds the context down to no less than this share of its budget
+
+
+def deeper(marks: Watermarks, trigger: int, rate: float, cycle_s: float, waiting: int) -> Watermarks:
+    """The watermarks a job plans to. Normally the agent's own. Under load (at least
+    :data:`LOADED` other agents waiting), when the room between the trigger and the low watermark
+    would fill before the agent's next job could be done (its growth ``rate`` in tokens/s over
+    ``cycle_s``, the measured time from submitting a job to its proposal, queue included,
+    :data:`DEEP_SAFETY` times), the job folds deeper: to the trigger less that growth, never below
+    :data:`DEEP_FLOOR` of the budget. Fewer, bigger jobs: when more agents grow than the machine
+    can compact in small bites one by one, a bite per queue cycle keeps each under its budget.
+    An agent that grows slowly for its queue's pace (every replayed trajectory at 2 s a turn) never
+    folds deeper than it would alone."""
+    need = rate * cycle_s * DEEP_SAFETY
+    if waiting < LOADED or need <= trigger - marks.low:
+        return marks
+    low = max(int(marks.budget * DEEP_FLOOR), int(trigger - need))
+    if low >= marks.low:
+        return marks
+    return replace(marks, low_ratio=low / marks.budget)
 
 
 def fast_plan(

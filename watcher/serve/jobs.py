@@ -18,14 +18,23 @@ from summarizer.digest import Item, Summarizer
 from summarizer.headtail import HeadTailSummarizer
 from watcher.observe import logs
 from watcher.planning.baselines import MaskPlan
-from watcher.planning.planner import Plan, early_cap
+from watcher.planning.planner import Plan, Watermarks, early_cap
 from watcher.planning.policies import PlanInputs, Planned
 from watcher.serve import records
 from watcher.serve.compactor import build
-from watcher.serve.degrade import DETERMINISTIC, MARGIN, MASKING, NORMAL, Degrader, fast_plan
+from watcher.serve.degrade import (
+    DETERMINISTIC,
+    MARGIN,
+    MASKING,
+    NORMAL,
+    Degrader,
+    deeper,
+    fast_plan,
+)
 from watcher.serve.hub import Hub
 from watcher.serve.modelcost import ModelCost
 from watcher.serve.modelrun import digest_in_time
+from watcher.serve.scheduler import DETERMINISTIC_LANES
 from watcher.serve.session import Pending, Session, prepare_plan
 from watcher.store.crashpoints import crashpoint
 
@@ -92,6 +101,14 @@ class Jobs:
     def trigger(self, state: Session) -> int:
         """Compaction is considered once the context holds more than this many tokens."""
         return state.planner.trigger(state.marks, self.ahead(state))
+
+    def cycle_s(self, state: Session) -> float:
+        """Seconds until a job submitted now is expected to be done: the agent's own measured
+        cycle (submit to proposal, queue included), the queue's measured wait, or the queue in front
+        of it now at the measured job time, whichever is longest."""
+        sched = self.hub.scheduler
+        queue_s = sched.depth * self.degrader.times.expect("deterministic") / DETERMINISTIC_LANES
+        return max(state.lookahead.fast_job_s, sched.wait_s, queue_s)
 
     def ahead(self, state: Session) -> int:
         """Tokens the context is expected to grow by while a digest is written (watcher.planning.lookahead).
@@ -197,7 +214,19 @@ class Jobs:
         cache, which only this agent's job (one at a time: watcher.serve.scheduler) touches."""
         c = self.hub.cfg.compaction
         inputs = PlanInputs(c.fresh_turns, growth, state.scorer, c.cache_weight)
-        return state.planner.plan(sections, state.marks, inputs)
+        return state.planner.plan(sections, self.marks_for(state), inputs)
+
+    def marks_for(self, state: Session) -> Watermarks:
+        """The watermarks this job plans to: the agent's, or deeper under load for a planner that
+        plans ahead (watcher.serve.degrade.deeper; the baselines compact as they always do)."""
+        if not state.planner.plans_ahead:
+            return state.marks
+        waiting = self.hub.scheduler.depth
+        rate, cycle = state.lookahead.rate, self.cycle_s(state)
+        marks = deeper(state.marks, self.trigger(state), rate, cycle, waiting)
+        if marks is not state.marks:
+            state.deep_plans += 1
+        return marks
 
     async def plan(self, state: Session) -> tuple[bool, Planned | None]:
         """(wanted, plan): the plan of the mirror as it is when this returns, computed in a thread

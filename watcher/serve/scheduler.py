@@ -16,8 +16,11 @@ slot's deadline counts as no later than :data:`MAX_WAIT_S` after it joined the q
 than when it joined, so a slot that has waited ``MAX_WAIT_S`` goes before every slot that joined
 after it, however urgent (``aged`` counts the jobs served by that bound). Without deadlines (or with
 equal ones) the order is the order of joining, which with one slot per agent is round-robin: one
-chatty agent cannot take turns from the others. Jobs plan when they start, on the mirror as it is
-then.
+chatty agent cannot take turns from the others. Nor can an agent whose deadline is always past (one
+growing faster than any compaction can fold it, over its budget again as soon as it is served):
+an agent's next job counts as due no earlier than the agents waiting when its last job ended have
+had their turn (their number x the measured job time / the lanes), so such an agent gets a turn
+per queue cycle, not every other one. Jobs plan when they start, on the mirror as it is then.
 
 Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
 
@@ -95,6 +98,9 @@ class FairScheduler:
         self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
         self.max_wait_s = 0.0
         self.wait_s = 0.0  # EWMA seconds a job waits in the queue (what a job planned now should expect)
+        self.run_s = 0.0  # EWMA seconds a job runs (start to end)
+        self._started: dict[asyncio.Task[None], float] = {}
+        self._not_before: dict[str, float] = {}  # an agent just served yields to those waiting then
         self.pool = DigestPool()
 
     @property
@@ -148,6 +154,7 @@ class FairScheduler:
 
     def discard(self, key: str) -> bool:
         """Forget an agent's waiting job (it detached); True if there was one."""
+        self._not_before.pop(key, None)
         if self._deferred.pop(key, None) is not None:
             return True
         return self._jobs.pop(key, None) is not None
@@ -161,7 +168,7 @@ class FairScheduler:
         best, best_key = "", (math.inf, math.inf, math.inf)
         for key, (_, since, deadline) in self._jobs.items():
             d = deadline()
-            k = (min(max(d, since), since + MAX_WAIT_S), since, d)
+            k = (min(max(d, since, self._not_before.get(key, 0.0)), since + MAX_WAIT_S), since, d)
             if k < best_key:
                 best, best_key = key, k
         if best_key[2] > best_key[1] + MAX_WAIT_S <= now:  # served by the bound, not by its deadline
@@ -193,6 +200,7 @@ class FairScheduler:
             self.max_wait_s = max(self.max_wait_s, wait)
             task = asyncio.create_task(self._run(key, job), name=f"compact-{key}")
             self._running[task] = key
+            self._started[task] = now
             self.track.add(task)
             task.add_done_callback(self._ended)
             if self._model is None and self.depth <= MODEL_MAX_WAITING and self._has_model():
@@ -210,6 +218,13 @@ class FairScheduler:
     def _ended(self, task: asyncio.Task[None]) -> None:
         key = self._running.pop(task, None)
         self.track.discard(task)
+        now = time.monotonic()
+        ran = now - self._started.pop(task, now)
+        self.run_s = ran if not self.run_s else self.run_s + WAIT_ALPHA * (ran - self.run_s)
+        if key is not None:  # its next job goes after those waiting now (their turn, at this pace)
+            self._not_before[key] = now + len(self._jobs) * self.run_s / DETERMINISTIC_LANES
+            if len(self._not_before) > 2 * (len(self._jobs) + len(self._running)) + 64:
+                self._not_before = {k: t for k, t in self._not_before.items() if t > now}
         if task is self._model:
             self._model = None
         self.served += 1
@@ -222,6 +237,7 @@ class FairScheduler:
 
     async def close(self) -> None:
         self._jobs.clear()
+        self._not_before.clear()
         self._deferred.clear()
         tasks = [t for t in (self._worker, *self._running) if t is not None]
         for t in tasks:

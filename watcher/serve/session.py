@@ -87,6 +87,7 @@ class Session:
     headroom_alert: bool = False  # a headroom_alert event is outstanding (watcher.serve.jobs)
     compactions: int = 0
     tokens_saved: int = 0
+    deep_plans: int = 0  # plans folded deeper than the low watermark under load (watcher.serve.degrade)
     nacks: int = 0
     invalidated_tokens: int = 0
     scorer: Scorer = field(default_factory=Scorer)  # cached section features (watcher.planning.scoring)
@@ -124,6 +125,7 @@ class Session:
             "compacting": self.job_running,
             "compactions": self.compactions,
             "tokens_saved": self.tokens_saved,
+            "deep_plans": self.deep_plans,
             "nacks": self.nacks,
             "archived_sections": archived_sections(self.archive),
             "synced": self.synced,

@@ -54,6 +54,7 @@ def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(
         for key in STEP_KEYS:
             assert key in step, key
         assert step["calls"] > 0 and step["rss_mb_max"] > 0
+        assert 0 < step["pss_mb_max"] <= step["rss_mb_max"]  # shared pages once, not once per process
         assert step["model_jobs"] == 0  # --no-model
     assert "knee_agents" in r["missed"] and r["goals"]["knee_agents"]["target"] == ">= 200"
     assert "goal missed: knee_agents" in run.stderr

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from watcher.planning.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, Lookahead
+from watcher.planning.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, START_MAX_S, STEP_MAX_S, Lookahead
 from watcher.planning.planner import EARLY_SHARE, Watermarks, should_plan, trigger_tokens
 
 
@@ -121,3 +121,26 @@ def test_history_sent_back_to_back_at_attach_is_the_start_not_a_turn() -> None:
     for k in range(1, 4):  # then the agent's own turns, every 2 s
         la.observe(20_000 + 300 * k, 2.0 * k)
     assert la.steps == 3 and la.turn_tokens == 300 and la.turn_var == 0
+
+
+def test_an_agent_streaming_without_pause_is_seen_growing_not_starting_forever() -> None:
+    """Deltas every 0.2 s (closer than TURN_GAP_S) for a minute: past START_MAX_S they are growth,
+    in steps of at most STEP_MAX_S, and the growth per second is measured whatever the steps."""
+    la = Lookahead()
+    la.observe(0, 0.0)
+    for k in range(1, 301):  # 300 tokens every 0.2 s = 1500 tokens/s
+        la.observe(300 * k, 0.2 * k)
+    assert la.steps > 20  # ~50 s of growth in steps of <= STEP_MAX_S
+    assert la.turn_tokens <= 300 * (STEP_MAX_S / 0.2 + 1)
+    assert la.rate == pytest.approx(1500, rel=0.05)
+    assert la.tokens_ahead() > 0  # the look-ahead sees it coming
+    assert la.deadline(60_000, 64_000, 60.0) < 60.0 + 10  # ~4 000 tokens from its limit: seconds away
+
+
+def test_a_history_of_two_seconds_is_still_the_start() -> None:
+    la = Lookahead()
+    la.observe(0, 0.0)
+    for k in range(1, 200):  # 200 sections, 10 ms apart: the history
+        la.observe(500 * k, 0.01 * k)
+    assert la.steps == 0 and la.rate == 0 and la.tokens_ahead() == 0
+    assert START_MAX_S > 2.0  # (the history above took 2 s)

@@ -167,3 +167,38 @@ async def test_a_near_budget_agent_is_served_before_earlier_far_ones(tmp_path: P
             await link.close()
     finally:
         proc.stop()
+
+
+async def test_an_agent_always_past_its_deadline_gets_a_turn_per_cycle_not_every_other() -> None:
+    """A hopeless agent (over its budget again as soon as it is served: its deadline always past)
+    goes after the agents that were waiting when its last job ended, instead of before all of
+    them every time."""
+    sched = FairScheduler(has_model=lambda: False)
+    order: list[str] = []
+    now = time.monotonic()
+    hog_jobs = 0
+
+    def hog() -> Job:
+        async def run() -> None:
+            nonlocal hog_jobs
+            order.append("hog")
+            hog_jobs += 1
+            await asyncio.sleep(0.02)
+            if hog_jobs < 20:  # over its budget again at once: back in the queue, its deadline past
+                sched.submit("hog", hog(), lambda: time.monotonic() - 1.0)
+
+        return run
+
+    gate = await occupy(sched)
+    for i in range(12):  # agents due within a queue cycle (12 x 20 ms / the lanes), the hog long overdue
+        sched.submit(f"quiet-{i}", recorder(order, f"quiet-{i}", 0.02), lambda: now + 0.1)
+    sched.submit("hog", hog(), lambda: time.monotonic() - 1.0)
+    gate.set()
+    await wait_until(lambda: all(f"quiet-{i}" in order for i in range(12)), 10, "the quiet agents ran")
+    served_before = order[: max(order.index(f"quiet-{i}") for i in range(12)) + 1]
+    # earliest deadline first still serves the hog first, but then the agents waiting have their
+    # turn before its next (without that rule it took every other turn until their deadlines: 5+)
+    assert served_before[0] == "hog"
+    assert served_before.count("hog") <= 2, served_before
+    await wait_until(lambda: hog_jobs == 20, 10, "the hog kept being served")
+    await sched.close()

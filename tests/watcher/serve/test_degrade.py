@@ -21,15 +21,33 @@ from tests.watcher.observe.test_metrics import scrape
 from watcher.eval.harness import DaemonProcess
 from watcher.planning.planner import Watermarks
 from watcher.serve.degrade import (
+    DEEP_FLOOR,
+    DEEP_SAFETY,
     DETERMINISTIC,
     HEADTAIL,
+    LOADED,
     MARGIN,
     MASKING,
     NORMAL,
     JobTimes,
+    deeper,
     fast_plan,
     level_for,
 )
+
+
+def test_under_load_a_job_folds_deeper_when_its_bite_would_not_last_a_queue_cycle() -> None:
+    marks = Watermarks(32_000, 0.15, 0.7)  # high 27 200, low 22 400
+    trigger = 24_000
+    # alone, or growing slowly for the queue's pace: the agent's own watermarks (the same object)
+    assert deeper(marks, trigger, rate=1500, cycle_s=5.0, waiting=LOADED - 1) is marks
+    assert deeper(marks, trigger, rate=175, cycle_s=0.5, waiting=50) is marks  # a trajectory at 2 s/turn
+    # 1500 tokens/s and a 1 s cycle: 3 000 tokens of bite needed, 1 600 there: down to 21 000
+    d = deeper(marks, trigger, rate=1500, cycle_s=1.0, waiting=LOADED)
+    assert d.low == trigger - int(1500 * 1.0 * DEEP_SAFETY)
+    assert d.high == marks.high and d.budget == marks.budget
+    # a long queue: never below the floor
+    assert deeper(marks, trigger, rate=1500, cycle_s=30.0, waiting=100).low == int(32_000 * DEEP_FLOOR)
 
 
 def test_the_level_is_the_first_strategy_that_fits_the_slack() -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import random
 import signal
 import statistics
@@ -146,6 +147,7 @@ class AgentRun:
     stale: int = 0
     peak_usage: float = 0.0
     over_budget: int = 0  # appends after which the context exceeded the budget
+    over_budget_s: list[float] = field(default_factory=list)  # ... seconds into the run of each
     applied: list[tuple[str, tuple[Section, ...]]] = field(default_factory=list)  # (archive ref, originals)
     first_ok_after_kill: float | None = None
 
@@ -193,7 +195,9 @@ async def run_agent(
                 run.stale += 1
         usage = link.context.tokens / link.budget
         run.peak_usage = max(run.peak_usage, usage)
-        run.over_budget += usage > 1.0
+        if usage > 1.0:
+            run.over_budget += 1
+            run.over_budget_s.append(time.monotonic() - start)
         next_t += period
         if next_t < time.monotonic() - 1.0:  # fell more than a second behind: skip, do not burst
             next_t = time.monotonic()
@@ -331,6 +335,13 @@ def _jain(xs: list[int]) -> float:
     return round(total * total / (len(xs) * squares), 3) if squares else 1.0
 
 
+def _per_10s(times: list[float], seconds: float) -> list[int]:
+    counts = [0] * max(1, math.ceil(seconds / 10))
+    for t in times:
+        counts[min(len(counts) - 1, max(0, int(t // 10)))] += 1
+    return counts
+
+
 def _result(
     s: LoadSettings,
     runs: list[AgentRun],
@@ -388,6 +399,8 @@ def _result(
             sum(r.over_budget for r in quiet) / max(1, sum(r.appends for r in quiet)), 4
         ),
         "chatty_appends_over_budget": sum(r.over_budget for r in chatty),
+        # when the quiet agents' appends over budget came: counts per 10 s of the run
+        "quiet_over_budget_per_10s": _per_10s([t for r in quiet for t in r.over_budget_s], s.seconds),
         "daemon_degraded": daemon.get("degraded"),
         "daemon_errors": daemon.get("errors"),
         "daemon_exit_code": exit_code,

@@ -49,18 +49,37 @@ def _mb(nbytes: Any) -> float | None:
     return round(nbytes / 1048576, 1) if isinstance(nbytes, int) else None
 
 
-def proc_split(pid: int) -> tuple[float, float, float]:
-    """(RSS MiB of the process and its children, CPU seconds of the process, of its children)."""
-    rss = 0.0
+def pss_mb(pid: int) -> float:
+    """Proportional set size of one process, MiB: its private pages plus its share of each page it
+    shares (libpython, libllama and the other mapped files the daemon and its worker both hold).
+    Summed over a process tree it counts every page once, as RSS summed over it does not."""
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@dataclass(frozen=True)
+class TreeUsage:
+    rss_mb: float  # VmRSS summed over the process and its children (shared pages counted in each)
+    pss_mb: float  # PSS summed over them: the memory the tree holds, each page once
+    cpu_s: float  # CPU seconds of the process
+    children_cpu_s: float  # ... of its children (the digest worker)
+
+
+def proc_split(pid: int) -> TreeUsage:
+    """Memory and CPU of a daemon and its children (the digest worker, multiprocessing's tracker)."""
+    rss = pss = 0.0
     cpu = [0.0, 0.0]
     for n, p in enumerate([pid, *_children(pid)]):
         with contextlib.suppress(OSError, ValueError, IndexError):
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     rss += int(line.split()[1]) / 1024
+            pss += pss_mb(p)
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
             cpu[min(n, 1)] += (int(fields[11]) + int(fields[12])) / CLK_TCK
-    return rss, cpu[0], cpu[1]
+    return TreeUsage(rss, pss, cpu[0], cpu[1])
 
 
 async def ask_status(
@@ -107,11 +126,12 @@ class Sampler:
             daemon = holder["daemon"]
             t = round(time.monotonic() - start, 1)
             try:
-                rss, main, worker = proc_split(daemon.proc.pid)
+                usage = proc_split(daemon.proc.pid)
             except (OSError, ValueError, IndexError):
-                self.curve.append({"t": t, "rss_mb": None})
+                self.curve.append({"t": t, "rss_mb": None, "pss_mb": None})
                 last_cpu = None
                 continue
+            main, worker = usage.cpu_s, usage.children_cpu_s
             now = time.monotonic()
             client = time.process_time()
             cpu_pct = worker_pct = client_pct = None
@@ -128,7 +148,8 @@ class Sampler:
             self.curve.append(
                 {
                     "t": t,
-                    "rss_mb": round(rss, 1),
+                    "rss_mb": round(usage.rss_mb, 1),  # the daemon and its worker, summed
+                    "pss_mb": round(usage.pss_mb, 1),  # the same, each shared page counted once
                     "cpu_pct": cpu_pct,  # the daemon and its digest worker
                     "worker_cpu_pct": worker_pct,
                     "client_cpu_pct": client_pct,  # this process: the 200 agents
