@@ -107,6 +107,7 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
             config = _agents_cap(Path(tmp), n)
         async with running_daemon(Path(tmp), config, s.model) as daemon:
             ctx = zmq.asyncio.Context()
+            ctx.set(zmq.MAX_SOCKETS, n + 64)  # one socket per agent, plus STATUS probes (default 1023)
             agents = [
                 LoadAgent(p, daemon.endpoint, s.budget, ctx) for p in plans(trajs, n, s.interval, s.seed)
             ]
