@@ -107,7 +107,7 @@ async def test_model_digest_is_smaller_keeps_facts_and_has_stable_bytes(
     trajectories: Path, model_path: str, engine: LlamaEngine
 ) -> None:
     region = next(r for r in _regions(trajectories, model_path, 16, 11) if prose_chunks(r.items, 10_000))
-    summ = Summarizer(engine)
+    summ = Summarizer(engine, gists=True)
     await summ.warm()
     d = await summ.digest(region.items, "a1", target(region))
     assert d.generations, "a gist was attempted"
@@ -118,7 +118,7 @@ async def test_model_digest_is_smaller_keeps_facts_and_has_stable_bytes(
     again = await summ.digest(region.items, "a1", target(region))
     other = LlamaEngine(EngineSettings(model_path, flash_attn=True))
     try:
-        fresh = await Summarizer(other).digest(region.items, "a1", target(region))
+        fresh = await Summarizer(other, gists=True).digest(region.items, "a1", target(region))
     finally:
         other.close()
     assert d.text == again.text == fresh.text  # same bytes: warm engine, and another engine
@@ -196,16 +196,25 @@ async def test_model_input_tokens_counts_what_the_model_reads(
     trajectories: Path, model_path: str, engine: LlamaEngine
 ) -> None:
     region = next(r for r in _regions(trajectories, model_path, 16, 11) if prose_chunks(r.items, 10_000))
-    summ = Summarizer(engine)
-    n = summ.model_input_tokens(region.items, target(region))
-    assert 0 < n <= sum(i.tokens for i in region.items) + 64
-    assert Summarizer(None, count=engine.count_tokens).model_input_tokens(region.items, target(region)) == 0
-    prose_free = [i for i in region.items if i.kind not in ("assistant", "user", "system", "other")]
-    logs = sum(i.tokens for i in prose_free if rankable(i.text))
-    scoring = min(summ.score_max_tokens, logs) + (engine.count_tokens(NEUTRAL_PREFIX) if logs else 0)
-    assert summ.model_input_tokens(prose_free, target(region)) == scoring  # gists read prose only
-    no_gists = Summarizer(engine, gists=False)
-    assert no_gists.model_input_tokens(region.items, target(region)) == scoring
+    t = target(region)
+    summ = Summarizer(engine, gists=True)
+    n = summ.model_input_tokens(region.items, t)
+    assert 0 < n <= sum(i.tokens for i in region.items) + 64 + summ.score_max_tokens
+    assert Summarizer(None, count=engine.count_tokens).model_input_tokens(region.items, t) == 0
+    prefix = engine.count_tokens(NEUTRAL_PREFIX)
+    own = sum(i.tokens for i in region.items if i.kind != "digest")
+    scoring = min(summ.score_max_tokens, own) + prefix  # every section may be cut, so scored
+    no_gists = Summarizer(engine)  # the default: no gists
+    assert no_gists.model_input_tokens(region.items, t) == scoring
+    assert n > scoring  # gists read the prose too
+    logs = sum(i.tokens for i in region.items if rankable(i.text))
+    logs_only = Summarizer(engine, ranking="logs")
+    assert logs_only.model_input_tokens(region.items, t) == min(summ.score_max_tokens, logs) + (
+        prefix if logs else 0
+    )
+    # the job's budget (the daemon's: the tokens its time buys) caps the scoring prefill
+    assert no_gists.model_input_tokens(region.items, t, model_tokens=100) == min(100, own) + prefix
+    assert no_gists.model_input_tokens(region.items, t, model_tokens=0) == 0
     log = "\n".join(f"2026-01-01T00:00:{k % 60:02d}Z step {k}: compiling module_{k}" for k in range(400))
     log += "\nerror: could not compile module_7\n##[error]Process completed with exit code 1."
     big = Item("s9", "tool_result", log, engine.count_tokens(log))

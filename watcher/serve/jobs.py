@@ -151,19 +151,35 @@ class Jobs:
         return state.planner.plans_ahead and self.hub.cfg.compaction.lookahead
 
     def model_in_time(self, state: Session, p: Plan) -> bool:
-        """Would the model's digest of ``p`` be ready in time (watcher.planning.lookahead)? Its
-        expected seconds: the tokens the model will read for this region over the measured rate
-        (watcher.serve.modelcost); not measured yet: tried (the job falls back if it is late)."""
-        state.model_input = self.hub.summarizer.model_input_tokens(items_of(state, p), p.target_tokens)
+        """Would a model digest of ``p`` be ready in time (watcher.planning.lookahead)? Its expected
+        seconds: the tokens the model will read for this region over the measured rate
+        (watcher.serve.modelcost); not measured yet: tried (the job falls back if it is late). When
+        the whole job would not be ready in time, it reads only what the time it has buys
+        (``state.model_tokens``: the summarizer scores at most that many tokens): in time if that
+        is at least :data:`watcher.serve.modelcost.MIN_MODEL_TOKENS`."""
+        summ = self.hub.summarizer
+        items = items_of(state, p)
+        state.model_tokens = None
+        state.model_input = summ.model_input_tokens(items, p.target_tokens)
         expect = self.cost.expect(state.model_input)
         if expect is None:
             return True
         limit, la = self.model_limit(state), state.lookahead
         in_time = la.model_in_time(state.ctx.tokens, limit, expect)
+        whole = state.model_input
+        if not in_time:  # a smaller job: score what the time until the limit buys
+            left = la.seconds_until(state.ctx.tokens, limit)
+            small = self.cost.smaller_job(left, lambda n: summ.model_input_tokens(items, p.target_tokens, n))
+            if small is not None:
+                state.model_tokens, state.model_input = small
+                expect = self.cost.expect(state.model_input) or expect
+                in_time = True
         log.info(
             "model_budget",
             agent=state.agent,
             input_tokens=state.model_input,
+            whole_input_tokens=whole,
+            model_tokens=state.model_tokens,
             expected_s=round(expect, 3),
             tokens=state.ctx.tokens,
             limit=limit,
@@ -306,6 +322,7 @@ class Jobs:
         hub = self.hub
         t0 = time.monotonic()
         state.model_input = 0
+        state.model_tokens = None
         summarizer, why = self.summarizer_for(state, p)  # model or not: chosen before the first await
         used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
         pending: Pending | None = None
