@@ -74,6 +74,7 @@ async def play(
                     "tokens_before": d.tokens_before,
                     "target": p.target_tokens,
                     "unquoted": len(bad),
+                    "unquoted_lines": bad[:3],
                 }
             )
             ctx[start : start + len(p.ids)] = [Section(ref, "digest", d.text, tokens=d.tokens)]

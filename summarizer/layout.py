@@ -157,16 +157,15 @@ def _section_bodies(
             renderers.ranked_lines += ranked_lines[i]
         elif cap < BRIEF_BELOW and (renderer is None or renderer.plan is None):
             lead = defang(it.text) if it.kind in PROSE_KINDS else compressed[i]
-            best = renderer.best_line() if renderer is not None and it.kind in PROSE_KINDS else None
+            best = renderer.best_line() if renderer is not None else None
             brief = _brief(lead, len(it.text), cap, f"{ref}#{it.id}")
-            if best is not None:  # the line the model ranked highest, if it is not the first
+            if best is not None:  # the line the model ranked highest, if it is not the first shown
                 ranked = _brief(defang(best), len(it.text), cap, f"{ref}#{it.id}")
                 if ranked != brief:
                     brief = ranked
                     renderers.model_lines += 1
                 renderers.ranked_lines += 1
-            if it.kind in PROSE_KINDS:  # (a tool output's brief is its compressor's header)
-                renderers.cut.add(it.id)
+            renderers.cut.add(it.id)
             bodies.append(brief)
         else:  # a log keeps its most important whole lines, however small the room
             body = renderers.of(it).render(max_chars=cap).text
@@ -192,8 +191,9 @@ def _water_level(sizes: list[int], room: int) -> int:
 
 
 def _brief(text: str, total: int, max_chars: int, ref: str) -> str:
-    """The first non-empty line of a rendering (a compressor's header line, or the start of prose),
-    cut at a word, and a pointer to the `total` characters of the original."""
+    """The first non-empty line of `text` (a compressor's header line, or the start of prose; with
+    the model, the line it ranked highest: `Renderer.best_line`), cut at a word, and a pointer to
+    the `total` characters of the original."""
     first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
     room = max(24, max_chars - 32)
     if len(first) > room:

@@ -51,13 +51,20 @@ _COMPRESSORS: dict[ContentKind, _Compressor] = {
 
 
 def _snap_head(head: str) -> str:
-    cut = head.rfind("\n")
-    return head[:cut] if cut >= len(head) // 2 else head
+    """Cut at a line end, or else at a space (a word is never cut in two), when that keeps half."""
+    for sep in ("\n", " "):
+        cut = head.rfind(sep)
+        if cut >= len(head) // 2:
+            return head[:cut]
+    return head
 
 
 def _snap_tail(tail: str) -> str:
-    cut = tail.find("\n")
-    return tail[cut + 1 :] if 0 <= cut < len(tail) // 2 else tail
+    for sep in ("\n", " "):
+        cut = tail.find(sep)
+        if 0 <= cut < len(tail) // 2:
+            return tail[cut + 1 :]
+    return tail
 
 
 def _head_tail(text: str, max_chars: int, ref: str) -> tuple[str, int]:

@@ -221,3 +221,42 @@ async def test_model_input_tokens_counts_what_the_model_reads(
     assert rankable(big.text) and big.tokens > summ.score_max_tokens
     capped = summ.score_max_tokens + engine.count_tokens(NEUTRAL_PREFIX)
     assert no_gists.model_input_tokens([big], 500) == capped  # the scoring prefill, capped
+
+
+async def test_the_model_ranks_what_cut_sections_show_within_the_jobs_token_budget(
+    trajectories: Path, model_path: str, engine: LlamaEngine
+) -> None:
+    """Prose and tool outputs a digest must cut (no log in them): the model's ranking chooses what
+    they show, within the job's `model_tokens`; only quotes; `model_tokens=0` or ranking logs only
+    leaves the rules' digest, byte for byte."""
+    from summarizer.frame import unquoted
+
+    count = engine.count_tokens
+    regions = [r for r in _regions(trajectories, model_path, 16, 11) if not any(rankable(i.text) for i in r.items)]
+    cases = []
+    for region in regions:  # regions whose sections the rules' digest shows (not only lists)
+        t = sum(i.tokens for i in region.items) // 2
+        det = await Summarizer(None, count=count).digest(region.items, "a1", t)
+        if " not shown (" not in det.text:
+            cases.append((region, t, det))
+    assert len(cases) >= 6
+    shown = scored = 0
+    for region, t, det in cases[:6]:
+        summ = Summarizer(engine, count=count)
+        d = await summ.digest(region.items, "a1", t, model_tokens=160)
+        assert d.scored_tokens <= 160 + count(NEUTRAL_PREFIX)
+        assert d.scored_tokens or d.model_skipped == "nothing to rank"  # nothing cut: nothing to rank
+        scored += d.scored_tokens > 0
+        assert unquoted(d.text, region.items) == [] and d.tokens < d.tokens_before
+        assert set(det.facts) <= set(d.facts) or d.tokens <= t  # key facts are the rules' to keep
+        if d.method == "model":
+            shown += 1
+            assert d.model_lines >= 1 and d.ranked_lines >= d.model_lines and d.text != det.text
+        else:
+            assert d.text == det.text and d.model_skipped in ("nothing ranked was shown", "nothing to rank")
+        none = await summ.digest(region.items, "a1", t, model_tokens=0)
+        assert none.text == det.text and none.scored_tokens == 0 and none.method == "deterministic"
+        assert none.model_skipped.startswith("deadline")
+        logs = await Summarizer(engine, count=count, ranking="logs").digest(region.items, "a1", t)
+        assert logs.text == det.text and logs.model_skipped == "nothing to rank"
+    assert scored >= 3 and shown >= 2  # the model's choice reached digests that cut sections
