@@ -343,6 +343,16 @@ class Jobs:
                 method = "model" if used_model else pending.method  # the time the model took
                 self.degrader.times.record(method, time.monotonic() - state.job_started)
                 fields |= {"method": pending.method, "model_skipped": why}
+            log.info(  # one line per digest: the exact counts a replay's overlapping windows blur
+                "digest_done",
+                agent=state.agent,
+                method=fields.get("method", ""),
+                model_skipped=fields.get("model_skipped", ""),
+                used_model=used_model,
+                model_input=state.model_input,
+                model_tokens=state.model_tokens,
+                seconds=round(fields["seconds"], 3),
+            )
             hub.emit("digest", state.agent, **fields)
             if isinstance(p, Plan):
                 state.lookahead.job_done(time.monotonic() - state.job_submitted, p.tokens, used_model)
