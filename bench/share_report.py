@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("log")
     ap.add_argument("--json")
     args = ap.parse_args()
-    agg = json.load(open(args.replay))["policies"]["optimistic"]["aggregate"]
+    with open(args.replay) as f:
+        agg = json.load(f)["policies"]["optimistic"]["aggregate"]
     done = events(args.log, "digest_done")
     budgets = events(args.log, "model_budget")
     model_jobs = [d for d in done if d["used_model"]]
