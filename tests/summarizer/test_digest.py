@@ -232,7 +232,8 @@ async def test_the_model_ranks_what_cut_sections_show_within_the_jobs_token_budg
     from summarizer.frame import unquoted
 
     count = engine.count_tokens
-    regions = [r for r in _regions(trajectories, model_path, 16, 11) if not any(rankable(i.text) for i in r.items)]
+    regions = _regions(trajectories, model_path, 16, 11)
+    regions = [r for r in regions if not any(rankable(i.text) for i in r.items)]
     cases = []
     for region in regions:  # regions whose sections the rules' digest shows (not only lists)
         t = sum(i.tokens for i in region.items) // 2

@@ -95,7 +95,8 @@ def test_a_cut_section_shows_its_best_ranked_lines_instead_of_head_and_tail() ->
 
 
 def test_prose_offers_its_lines_and_its_best_ranked_line() -> None:
-    text = "I looked at the parser.\nThe bug is in parse_list in src/parse.py line 40.\n\nok\nNext I will run the tests."
+    text = "I looked at the parser.\nThe bug is in parse_list in src/parse.py line 40.\n\nok\n"
+    text += "Next I will run the tests."
     r = Renderer(text, ref="a1#s2")
     assert not r.active and r.best_line() is None
     cands = dict(r.scorable())
