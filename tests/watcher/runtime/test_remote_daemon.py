@@ -18,8 +18,7 @@ from summarizer.tokenizer import load_counter
 from watcher.eval.harness import DaemonProcess
 
 CONFIG = (
-    '[model]\nbackend = "openai"\nurl = "{url}"\nretries = 1\ngists = true\n'
-    "[compaction]\nlookahead = false\n"
+    '[model]\nbackend = "openai"\nurl = "{url}"\nretries = 1\ngists = true\n[compaction]\nlookahead = false\n'
 )
 PROSE = (
     "We agreed to keep the old behaviour for now. The cache is rebuilt at startup, which is slow but "
