@@ -73,6 +73,8 @@ async def play(
                     "tokens": d.tokens,
                     "tokens_before": d.tokens_before,
                     "target": p.target_tokens,
+                    "gists": len(d.gists),
+                    "gists_tried": len(d.generations),
                     "unquoted": len(bad),
                     "unquoted_lines": bad[:3],
                 }
@@ -128,6 +130,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds_median": statistics.median([r["seconds"] for r in rows]) if rows else 0,
         "seconds_scored_median": statistics.median([r["seconds"] for r in scored]) if scored else 0,
         "unquoted_lines": sum(r["unquoted"] for r in rows),
+        "gists_accepted": sum(r["gists"] for r in rows),
+        "gists_tried": sum(r["gists_tried"] for r in rows),
+        "digests_with_a_gist": sum(1 for r in rows if r["gists"]),
         "rows": rows,
     }
     return out
