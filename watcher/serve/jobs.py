@@ -24,7 +24,7 @@ from watcher.serve import records
 from watcher.serve.compactor import build
 from watcher.serve.degrade import DETERMINISTIC, MARGIN, MASKING, NORMAL, Degrader, fast_plan
 from watcher.serve.hub import Hub
-from watcher.serve.modelcost import ModelCost
+from watcher.serve.modelcost import MIN_MODEL_TOKENS, ModelCost
 from watcher.serve.modelrun import digest_in_time
 from watcher.serve.session import Pending, Session, prepare_plan
 from watcher.store.crashpoints import crashpoint
@@ -83,7 +83,8 @@ class Jobs:
         sched = self.hub.scheduler
         if left < 0 and tokens < budget:  # its next turn is later than expected: when is not known
             left = self.degrader.times.expect("deterministic") * MARGIN  # (past: its call waits now)
-        model_s = self.cost.expect() if sched.holds_model() else None
+        # the smallest model job: a job reads what its time buys (model_in_time decides how much)
+        model_s = self.cost.expect(MIN_MODEL_TOKENS) if sched.holds_model() else None
         level = self.degrader.need(state, left, model_s, sched.depth)
         if level == DETERMINISTIC and not state.degrade and not self.hub.cfg.compaction.lookahead:
             return NORMAL  # not degraded, only late: without look-ahead the model is not skipped
