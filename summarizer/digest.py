@@ -25,7 +25,7 @@ its most informative lines instead of its head and tail (its compressor's header
 section shown as one line its most informative line instead of its first. Whole lines, verbatim,
 never written by the model. The scores are computed once and reused by the whole size search; the
 model's digest is used only when it shows a line the rules' would not (`Digest.model_lines`).
-With `gists` (off by default: at the default weights most fail their check, docs/BENCHMARKS.md),
+With `gists` (off by default: they keep no more of what the agent needs, docs/BENCHMARKS.md),
 the model also writes short gists of prose sections (in chunks that fit its context), each checked
 against its source (summarizer.gist). All
 region text is quoted: defanged, indented under its section, never in the digest's own voice

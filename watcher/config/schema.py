@@ -178,9 +178,9 @@ class ModelConfig:
         default=False,
         reload=Reload.ENGINE,
         doc="true = the model also writes free-form gists of prose sections, each checked against its"
-        " source and dropped when it names what the source does not. Off by default: at the default"
-        ' weights most fail the check (docs/BENCHMARKS.md, "The model at the defaults") and a gist\'s'
-        " ~450 tokens of input take time from the line ranking.",
+        " source and dropped when it names what the source does not. Off by default: they kept no more"
+        ' of what the agent needed (docs/BENCHMARKS.md, "Deliver 3"), a gist\'s ~450 tokens of input'
+        " take time from the line ranking, and a gist is the only model-written text in a digest.",
     )
     weights: str = key(
         default="q4_0",
