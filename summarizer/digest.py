@@ -16,11 +16,18 @@ the agent is likeliest to name again first (summarizer.names): NAMES_SHARE of th
 the key facts, and whatever room the rest leaves.
 Tool output is compressed by deterministic structure (summarizer.compress): what says why a log or
 test run failed (its verdict, failure blocks, context windows) is always shown first. The model then
-*reads*: one prefill scores the region's other log and test lines (at most `score_max_tokens` of
-them), and their self-information ranks what fills the rest of the budget (summarizer.select): whole
-lines, verbatim, never written by the model. The scores are computed once and reused by the whole
-size search. With `gists` (on by default), the model also writes short gists of prose sections (in
-chunks that fit its context), each checked against its source (summarizer.gist). All
+*reads*: the rules' digest is sized first; one prefill (at most `score_max_tokens` tokens, or fewer
+when the daemon says the job's time buys fewer: `model_tokens`) scores the region's other log and
+test lines and the lines of the sections that digest had to cut (prose shown as one line, file
+reads, listings, grep output cut to their head and tail), and their self-information ranks what is
+shown (summarizer.select): for logs what fills the room after the failure lines, for a cut section
+its most informative lines instead of its head and tail (its compressor's header stays), for a
+section shown as one line its most informative line instead of its first. Whole lines, verbatim,
+never written by the model. The scores are computed once and reused by the whole size search; the
+model's digest is used only when it shows a line the rules' would not (`Digest.model_lines`).
+With `gists` (off by default: they keep no more of what the agent needs, docs/BENCHMARKS.md),
+the model also writes short gists of prose sections (in chunks that fit its context), each checked
+against its source (summarizer.gist). All
 region text is quoted: defanged, indented under its section, never in the digest's own voice
 (summarizer.safety). A digest never grows a region: the model version is used only if it is smaller
 than the region, else the deterministic one; if the model is missing, failing or slow, the digest is
@@ -61,6 +68,8 @@ GIST_MAX_TOKENS = 64
 MAX_GIST_CHUNKS = 4  # per digest; earlier prose stays deterministic
 GIST_TOKENS_PER_CHUNK = 300  # one gist per this many tokens of digest target
 GIST_BUDGET_S = 45.0  # model time per digest, all chunks together
+RANKINGS = ("all", "logs")  # what the model ranks (Summarizer's `ranking`)
+MIN_SHARE = 48  # tokens of scoring per cut section, at least: fewer sections get more lines scored
 BACKOFF_S = (5.0, 15.0, 60.0, 300.0)  # after 1, 2, 3, 4+ consecutive model failures
 
 
@@ -75,8 +84,9 @@ class Digest:
     generation: Generation | None  # the last model call, if any
     gists: tuple[Gist, ...] = ()
     generations: tuple[Generation, ...] = field(default=(), repr=False)
-    model_lines: int = 0  # lines shown because the model ranked them (not the rules)
+    model_lines: int = 0  # lines shown because the model ranked them (the rules alone would not show them)
     scored_tokens: int = 0  # tokens the model's scoring prefill read
+    ranked_lines: int = 0  # lines shown that the model's ranking chose (some the rules would show too)
     model_skipped: str = ""  # why the model added nothing ("" when it did): no model, deadline...
 
 
@@ -97,12 +107,16 @@ class Summarizer:
         degraded_reason: str = "",
         gist_budget_s: float = GIST_BUDGET_S,
         score_max_tokens: int = SCORE_MAX_TOKENS,
-        gists: bool = True,
+        gists: bool = False,
+        ranking: str = "all",
     ) -> None:
+        if ranking not in RANKINGS:
+            raise ValueError(f"ranking must be one of {RANKINGS}")
         self.engine = engine
         self.gist_budget_s = gist_budget_s
         self.score_max_tokens = score_max_tokens
         self.write_gists = gists
+        self.ranking = ranking  # "all": every section cut to fit; "logs": logs and test runs only
         self.settings = settings or (engine.settings if engine else None)
         self._own_count = count is None  # count with the engine's tokenizer (follows reloads)
         self.count: Callable[[str], int] = count or (engine.count_tokens if engine else approx_tokens)
@@ -171,23 +185,40 @@ class Summarizer:
         self.degraded_reason = ""
 
     # --- digests -------------------------------------------------------------------------------------
-    def model_input_tokens(self, items: Sequence[Item], target_tokens: int) -> int:
-        """How many tokens the model would read for a digest of `items` (0 without a usable model):
-        what the scheduler's look-ahead needs to budget a model job from the measured prefill rate."""
+    def model_input_tokens(
+        self, items: Sequence[Item], target_tokens: int, model_tokens: int | None = None
+    ) -> int:
+        """How many tokens the model would read for a digest of `items` at most (0 without a usable
+        model), scoring at most `model_tokens` (the job's budget; None: `score_max_tokens`): what the
+        scheduler's look-ahead needs to budget a model job from the measured prefill rate."""
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0
-        logs = sum(i.tokens for i in items if i.kind != "digest" and rankable(i.text))
-        scoring = min(self.score_max_tokens, logs) + (self.count(NEUTRAL_PREFIX) if logs else 0)
+        own = [i for i in items if i.kind != "digest"]
+        if self.ranking == "logs":
+            own = [i for i in own if rankable(i.text)]
+        logs = sum(i.tokens for i in own)
+        cap = self.score_cap(model_tokens)
+        scoring = min(cap, logs) + (self.count(NEUTRAL_PREFIX) if logs and cap else 0)
         if not self.write_gists:
             return scoring
         chunks = prose_chunks(items, engine.data_room(gist.PREFIX, gist.SUFFIX, GIST_MAX_TOKENS))
         wanted = max(1, min(MAX_GIST_CHUNKS, target_tokens // GIST_TOKENS_PER_CHUNK))
         return scoring + sum(self.count(data) for _, data in chunks[-wanted:])
 
-    async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
+    def score_cap(self, model_tokens: int | None = None) -> int:
+        """Tokens one digest's scoring prefill reads at most: `score_max_tokens`, or less when the
+        job's time buys less (`model_tokens`, from the daemon's measured prefill rate)."""
+        cap = self.score_max_tokens
+        return cap if model_tokens is None else max(0, min(cap, model_tokens))
+
+    async def digest(
+        self, items: Sequence[Item], ref: str, target_tokens: int, *, model_tokens: int | None = None
+    ) -> Digest:
         """A digest of `items` aiming at `target_tokens`. Its `tokens` may still be >= the region's
-        when even the smallest rendering is not smaller (a tiny region): the caller rejects it."""
+        when even the smallest rendering is not smaller (a tiny region): the caller rejects it.
+        `model_tokens`: the most tokens the model may score for it (the time the job has, in tokens
+        at the measured rate; None: `score_max_tokens`): a short window makes a small model job."""
         if not items:
             raise ValueError("a digest needs at least one section")
         before = sum(i.tokens for i in items)
@@ -199,21 +230,23 @@ class Summarizer:
         facts = FactPicker(redact(source), target_tokens, skip)
         renderers = Renderers(ref)  # each section prepared once for the whole size search
         failures = self.model_failures
-        scoring, skipped = await self._rank(items, renderers)
+        rules = self._fit(items, renderers, before, facts, (), target_tokens, names)  # the rules alone
+        scoring, skipped = await self._rank(items, renderers, rules.cut, self.score_cap(model_tokens))
         gists, gens, rejected = await self._gists(items, target_tokens) if self.write_gists else ((), [], [])
         if self.model_failures > failures and skipped not in rejected:  # (model_note: model_failed)
             rejected.insert(0, skipped)
-        det_text, det_tokens, det_facts, model_lines = self._fit(
-            items, renderers, before, facts, (), target_tokens, names
-        )
-        text, tokens, carried = det_text, det_tokens, det_facts
+        fit = self._fit(items, renderers, before, facts, (), target_tokens, names) if scoring else rules
+        if not fit.model_lines:  # the model's ranks changed nothing the rules would not show
+            fit = rules
+        model_lines, ranked_lines = fit.model_lines, fit.ranked_lines
+        det_tokens, det_facts = fit.tokens, fit.facts
+        text, tokens, carried = fit.text, fit.tokens, fit.facts
         method = "model" if model_lines else "deterministic"
         if scoring and not model_lines:
             skipped = "nothing ranked was shown"
         if gists:
-            text_m, tokens_m, facts_m, _ = self._fit(
-                items, renderers, before, facts, gists, target_tokens, names
-            )
+            gisted = self._fit(items, renderers, before, facts, gists, target_tokens, names)
+            text_m, tokens_m, facts_m = gisted.text, gisted.tokens, gisted.facts
             lost = set(det_facts) - set(facts_m)
             if tokens_m >= before or (tokens_m > target_tokens and tokens_m > det_tokens):
                 rejected.append(f"model digest not smaller ({tokens_m} tokens)")
@@ -239,6 +272,7 @@ class Summarizer:
             generations=tuple(gens),
             model_lines=model_lines if method == "model" else 0,
             scored_tokens=scoring,
+            ranked_lines=ranked_lines if method == "model" else 0,
             model_skipped="" if method == "model" else skipped or "; ".join(rejected),
         )
 
@@ -251,19 +285,25 @@ class Summarizer:
         gists: Sequence[Gist],
         target_tokens: int,
         names: Sequence[str] = (),
-    ) -> tuple[str, int, tuple[str, ...], int]:
+    ) -> _Fit:
         """Render with the largest character budget whose digest fits `target_tokens` (a short
-        search: token counts grow with the budget); if none fits, the smallest rendering.
-        Returns (text, tokens, key facts carried, lines shown because the model ranked them)."""
+        search: token counts grow with the budget); if none fits, the smallest rendering."""
         budget = max(300, target_tokens * 3)
-        fits: tuple[int, tuple[str, int, tuple[str, ...], int]] | None = None
-        over: tuple[int, tuple[str, int, tuple[str, ...], int]] | None = None
+        fits: tuple[int, _Fit] | None = None
+        over: tuple[int, _Fit] | None = None
         for _ in range(10):
             text, carried = render(items, renderers, before, facts, gists, budget, names)
-            result = (text, self.count(text), carried, renderers.model_lines)
-            if result[1] <= target_tokens:
+            result = _Fit(
+                text,
+                self.count(text),
+                carried,
+                renderers.model_lines,
+                renderers.ranked_lines,
+                frozenset(renderers.cut),
+            )
+            if result.tokens <= target_tokens:
                 fits = (budget, result)
-            elif over is None or budget < over[0] or over[1][1] > result[1]:
+            elif over is None or budget < over[0] or over[1].tokens > result.tokens:
                 over = (budget, result)
             if fits and over:
                 if over[0] - fits[0] <= max(40, fits[0] // 25):
@@ -274,28 +314,39 @@ class Summarizer:
             else:
                 if budget <= 200:
                     break
-                budget = max(200, int(budget * max(0.4, min(0.92, target_tokens / result[1]))))
+                budget = max(200, int(budget * max(0.4, min(0.92, target_tokens / result.tokens))))
         if fits is not None:
             return fits[1]
         assert over is not None
         return over[1]
 
-    async def _rank(self, items: Sequence[Item], renderers: Renderers) -> tuple[int, str]:
-        """Let the model rank the lines of the region's logs and test runs (one prefill of at most
-        `score_max_tokens`). Returns (tokens scored, why not: "" when it scored). On a timeout or a
-        model error the renderings stay deterministic and the summarizer backs off (degraded)."""
+    async def _rank(
+        self, items: Sequence[Item], renderers: Renderers, cut: frozenset[str], cap: int
+    ) -> tuple[int, str]:
+        """Let the model rank lines (one prefill of at most `cap` tokens): those the rules leave in
+        the region's logs and test runs, and (ranking "all") those of the other sections the rules'
+        digest cuts to fit (`cut`), the largest first, at least MIN_SHARE tokens each. Returns
+        (tokens scored, why not: "" when it scored). On a timeout or a model error the renderings
+        stay deterministic and the summarizer backs off (degraded)."""
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0, self.degraded_reason or "model backing off"
         if self.score_max_tokens <= 0:
             return 0, "scoring off"
-        sections = [renderers.of(it) for it in items if it.kind != "digest" and rankable(it.text)]
-        sections = [r for r in sections if r.plan is not None]
+        if cap <= 0:
+            return 0, "deadline: no time to score"
+        own = [it for it in items if it.kind != "digest"]
+        logs = [it.id for it in own if rankable(it.text) and renderers.of(it).plan is not None]
+        others = [it for it in own if it.id in cut and it.id not in logs and self.ranking == "all"]
+        others.sort(key=lambda it: -len(it.text))
+        room = max(0, cap // MIN_SHARE - len(logs))
+        chosen = set(logs) | {it.id for it in others[:room]}
+        sections = [renderers.of(it) for it in own if it.id in chosen]
         if not sections:
-            return 0, "no log or test output"
+            return 0, "nothing to rank"
         timeout = min(self.gist_budget_s, engine.settings.timeout_s)
         try:
-            scoring = await rank_sections(engine, sections, self.count, self.score_max_tokens, timeout)
+            scoring = await rank_sections(engine, sections, self.count, cap, timeout)
         except GenerationTimeout as exc:  # slow: this digest goes on without the model
             return 0, "deadline: " + self._failed(exc)
         except (ModelError, RuntimeError, OSError, ValueError) as exc:  # the backend failed
@@ -353,6 +404,18 @@ class Summarizer:
             self.gists_accepted += 1
             gists.append(Gist(ids, text))
         return tuple(gists), gens, rejected
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """A rendering the size search chose."""
+
+    text: str
+    tokens: int
+    facts: tuple[str, ...]  # key facts carried
+    model_lines: int  # lines shown because the model ranked them (the rules alone would not)
+    ranked_lines: int  # lines shown that the model's ranking chose
+    cut: frozenset[str]  # ids of the sections cut to fit
 
 
 def prose_chunks(items: Sequence[Item], room_tokens: int) -> list[tuple[tuple[str, ...], str]]:

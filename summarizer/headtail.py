@@ -31,7 +31,9 @@ class HeadTailSummarizer(Summarizer):
     """Digests that are the head and tail of their region (method ``headtail``), sized to the
     target with the same token counting as ``count``."""
 
-    async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
+    async def digest(
+        self, items: Sequence[Item], ref: str, target_tokens: int, *, model_tokens: int | None = None
+    ) -> Digest:
         if not items:
             raise ValueError("a digest needs at least one section")
         before = sum(i.tokens for i in items)

@@ -32,7 +32,11 @@ class Renderers:
     def __init__(self, ref: str) -> None:
         self.ref = ref
         self._made: dict[str, Renderer] = {}
-        self.model_lines = 0  # in the last digest rendered: lines shown because the model ranked them
+        # in the last digest rendered: lines shown because the model ranked them (the rules alone
+        # would not show them), all lines its ranking chose, and the sections cut to fit
+        self.model_lines = 0
+        self.ranked_lines = 0
+        self.cut: set[str] = set()
 
     def of(self, it: Item) -> Renderer:
         if it.id not in self._made:
@@ -118,6 +122,8 @@ def _section_bodies(
     """Each section's rendering; the longest are trimmed first until all fit in `room` chars.
     None when `room` does not allow a line per section."""
     ref = renderers.ref
+    renderers.ranked_lines = 0
+    renderers.cut = set()
     natural: list[str | None] = []
     for it in items:
         if it.id in covered:
@@ -128,10 +134,12 @@ def _section_bodies(
             natural.append(None)  # compressed below
     compressed: dict[int, str] = {}
     model_lines: dict[int, int] = {}
+    ranked_lines: dict[int, int] = {}
     for i, it in enumerate(items):
         if natural[i] is None:
             compressed[i] = defang(renderers.of(it).render().text).strip()
             model_lines[i] = renderers.of(it).model_lines
+            ranked_lines[i] = renderers.of(it).ranked_lines
     sizes = {i: len(t) for i, t in compressed.items()}
     fixed = sum(len(t) + 24 for t in natural if t is not None) + 24 * len(sizes)
     cap = _water_level(list(sizes.values()), max(0, room - fixed))
@@ -146,13 +154,26 @@ def _section_bodies(
         elif sizes[i] <= cap:
             bodies.append(compressed[i])
             renderers.model_lines += model_lines[i]
+            renderers.ranked_lines += ranked_lines[i]
         elif cap < BRIEF_BELOW and (renderer is None or renderer.plan is None):
             lead = defang(it.text) if it.kind in PROSE_KINDS else compressed[i]
-            bodies.append(_brief(lead, len(it.text), cap, f"{ref}#{it.id}"))
+            best = renderer.best_line() if renderer is not None else None
+            brief = _brief(lead, len(it.text), cap, f"{ref}#{it.id}")
+            if best is not None:  # the line the model ranked highest, if it is not the first shown
+                ranked = _brief(defang(best), len(it.text), cap, f"{ref}#{it.id}")
+                if ranked != brief:
+                    brief = ranked
+                    renderers.model_lines += 1
+                renderers.ranked_lines += 1
+            renderers.cut.add(it.id)
+            bodies.append(brief)
         else:  # a log keeps its most important whole lines, however small the room
             body = renderers.of(it).render(max_chars=cap).text
             bodies.append(defang(body).strip())
             renderers.model_lines += renderers.of(it).model_lines
+            renderers.ranked_lines += renderers.of(it).ranked_lines
+            if renderers.of(it).cut:
+                renderers.cut.add(it.id)
     return bodies
 
 
@@ -170,8 +191,9 @@ def _water_level(sizes: list[int], room: int) -> int:
 
 
 def _brief(text: str, total: int, max_chars: int, ref: str) -> str:
-    """The first non-empty line of a rendering (a compressor's header line, or the start of prose),
-    cut at a word, and a pointer to the `total` characters of the original."""
+    """The first non-empty line of `text` (a compressor's header line, or the start of prose; with
+    the model, the line it ranked highest: `Renderer.best_line`), cut at a word, and a pointer to
+    the `total` characters of the original."""
     first = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
     room = max(24, max_chars - 32)
     if len(first) > room:

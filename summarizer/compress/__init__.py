@@ -10,7 +10,7 @@ bounded so a 900k-character observation is handled in milliseconds.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from summarizer.compress.clean import clean_text
 from summarizer.compress.diff import compress_diff
@@ -51,13 +51,20 @@ _COMPRESSORS: dict[ContentKind, _Compressor] = {
 
 
 def _snap_head(head: str) -> str:
-    cut = head.rfind("\n")
-    return head[:cut] if cut >= len(head) // 2 else head
+    """Cut at a line end, or else at a space (a word is never cut in two), when that keeps half."""
+    for sep in ("\n", " "):
+        cut = head.rfind(sep)
+        if cut >= len(head) // 2:
+            return head[:cut]
+    return head
 
 
 def _snap_tail(tail: str) -> str:
-    cut = tail.find("\n")
-    return tail[cut + 1 :] if 0 <= cut < len(tail) // 2 else tail
+    for sep in ("\n", " "):
+        cut = tail.find(sep)
+        if 0 <= cut < len(tail) // 2:
+            return tail[cut + 1 :]
+    return tail
 
 
 def _head_tail(text: str, max_chars: int, ref: str) -> tuple[str, int]:
@@ -128,26 +135,60 @@ class Renderer:
         big = len(text) > SMALL_INPUT
         self.binary = big and binary_like(self.env.body)  # whatever it was detected as
         self.active = big and (self.kind != "prose" or self.binary)
-        self.body, self.cut = _bound_lines(self.env.body, ref) if self.active else ("", 0)
+        self.body, self.lines_cut = _bound_lines(self.env.body, ref) if self.active else ("", 0)
         budgeted = self.active and not self.binary and self.kind in ("log", "test")
-        if budgeted and (clean is None or self.cut):
+        if budgeted and (clean is None or self.lines_cut):
             clean = clean_text(self.body)
         self.plan = LogPlan(self.body, self.kind, clean or "") if budgeted else None
         self._natural: tuple[str, int, int] | None = None
         self.model_lines = 0  # in the last rendering: lines shown because the model ranked them
+        self.ranked_lines = 0  # ... and all lines its ranking chose (the rules might have shown some)
+        self.ranks: dict[int, float] = {}  # other kinds: the model's scores of lines of `base()`
+        self.cut = False  # the last rendering dropped lines to fit its `max_chars`
 
     def rank(self, scores: Mapping[int, float]) -> None:
-        """Let the model's scores of some lines (by index in the body) order what the rules leave."""
+        """Let the model's scores of some lines order what is shown: for logs and test runs the lines
+        the rules leave (by index in the body); for other kinds the lines of `base()` kept when it
+        must be cut (instead of its head and tail)."""
         if self.plan is not None:
             self.plan.ranks = dict(scores)
             self._natural = None
+        else:
+            self.ranks = dict(scores)
+
+    def base(self) -> str:
+        """What this section shows when it is not cut: its compressed rendering, or its text."""
+        if self.active:
+            candidate = self._candidate(None)[0]
+            if len(candidate) < len(self.text):
+                return candidate
+        return self.text
 
     def scorable(self) -> list[tuple[int, str]]:
-        """(index, line) of the body's lines worth the model's ranking, the most worth scoring first."""
-        if self.plan is None:
-            return []
-        raw = self.plan.lines.raw
-        return [(i, raw[i]) for i in self.plan.candidates()]
+        """(index, line) of the lines worth the model's ranking, the most worth scoring first. Logs
+        and test runs: the body's lines the rules leave (compress.select.candidates). Other kinds:
+        the lines of `base()` that could be shown (not its compressor header, kept always; not an
+        omission marker; with a few letters), spread over the whole text (the order of a
+        low-discrepancy sequence, so that a share of them samples the head, the middle and the end)."""
+        if self.plan is not None:
+            raw = self.plan.lines.raw
+            return [(i, raw[i]) for i in self.plan.candidates()]
+        lines = self.base().split("\n")
+        first = 1 if self.active else 0
+        ok = [i for i in range(first, len(lines)) if _rankable_line(lines[i])]
+        ok.sort(key=lambda i: ((i - first) * _GOLDEN) % 1.0)
+        return [(i, lines[i]) for i in ok]
+
+    def best_line(self) -> str | None:
+        """The line of `base()` the model ranked highest (None without ranks): what a section shown
+        as one line shows instead of its first."""
+        if not self.ranks:
+            return None
+        lines = self.base().split("\n")
+        best = max(
+            (i for i in self.ranks if 0 <= i < len(lines)), key=lambda i: (self.ranks[i], -i), default=None
+        )
+        return None if best is None else lines[best]
 
     def core_chars(self) -> int:
         """Characters the lines saying why a log or test run failed need (0 for other kinds)."""
@@ -180,16 +221,93 @@ class Renderer:
 
     def render(self, max_chars: int | None = None) -> Compressed:
         out, dropped = self.text, 0
-        self.model_lines = 0
+        self.model_lines = self.ranked_lines = 0
+        self.cut = False
         if self.active:
             candidate, n, model_lines = self._candidate(max_chars)
             if len(candidate) < len(self.text):
-                out, dropped = candidate, n + self.cut + self.env.dropped
-                self.model_lines = model_lines
-        if max_chars is not None:
-            out, n = _head_tail(out, max_chars, self.ref)
+                out, dropped = candidate, n + self.lines_cut + self.env.dropped
+                self.model_lines = self.ranked_lines = model_lines
+                self.cut = n > 0 and max_chars is not None and self.plan is not None
+        if max_chars is not None and len(out) > max_chars:
+            self.cut = True
+            rules, n = _head_tail(out, max_chars, self.ref)
+            ranked = _ranked_cut(out, self.ranks, max_chars, self.ref, keep_first=self.active)
+            shown = set(rules.split("\n"))
+            added = 0 if ranked is None else sum(1 for i in ranked[2] if ranked[3][i] not in shown)
+            if ranked is not None and added:  # the model's choice differs from the head and tail
+                out, n = ranked[0], ranked[1]
+                self.model_lines, self.ranked_lines = added, len(ranked[2])
+            else:
+                out = rules
             dropped += n
         return Compressed(out, self.kind, min(dropped, len(self.text)))
+
+
+_GOLDEN = 0.6180339887498949  # the low-discrepancy step of `Renderer.scorable`
+_RANK_LINE_MAX = 2000  # longer lines are not ranked (a line is shown whole or not at all)
+_WORDY = re.compile(r"[^\W\d_]{3,}")
+_MARKER_LINE = re.compile(r"^\s*\[… \d+ chars omitted; recall [^\]\s]+\]\s*$")
+
+
+def _rankable_line(line: str) -> bool:
+    """A line worth a model's ranking outside logs: a few letters, not a marker, not huge."""
+    s = line.strip()
+    return 12 <= len(s) <= _RANK_LINE_MAX and bool(_WORDY.search(s)) and not _MARKER_LINE.match(s)
+
+
+def _ranked_cut(
+    text: str, ranks: Mapping[int, float], max_chars: int, ref: str, *, keep_first: bool
+) -> tuple[str, int, list[int], list[str]] | None:
+    """`text` cut to `max_chars` by the model's ranks instead of its head and tail: its first line
+    when `keep_first` (a compressor's header), then the lines of the highest score that fit, whole
+    and verbatim in their order, each run of dropped lines one omission marker. Returns (text,
+    dropped chars, the indices of the ranked lines shown, the lines) or None when no ranked line fits."""
+    lines = text.split("\n")
+    ranked = sorted((i for i in ranks if 0 <= i < len(lines)), key=lambda i: (-ranks[i], i))
+    if not ranked:
+        return None
+    prefix = [0]
+    for ln in lines:
+        prefix.append(prefix[-1] + len(ln) + 1)
+
+    def size(kept: Sequence[int]) -> tuple[int, int]:
+        """(chars of the rendering, chars dropped) with `kept` (sorted) shown."""
+        total = dropped = 0
+        prev = 0
+        for k in [*kept, len(lines)]:
+            gap = prefix[k] - prefix[prev]
+            if gap:
+                total += len(omission(gap, ref)) + 1
+                dropped += gap
+            if k < len(lines):
+                total += len(lines[k]) + 1
+            prev = k + 1
+        return total - 1, dropped
+
+    kept = [0] if keep_first else []
+    if keep_first and size(kept)[0] > max_chars:
+        return None
+    chosen: list[int] = []
+    for i in ranked:
+        if i in kept:
+            continue
+        trial = sorted([*kept, i])
+        if size(trial)[0] <= max_chars:
+            kept = trial
+            chosen.append(i)
+    if not chosen:
+        return None
+    out: list[str] = []
+    prev = 0
+    for k in [*kept, len(lines)]:
+        gap = prefix[k] - prefix[prev]
+        if gap:
+            out.append(omission(gap, ref))
+        if k < len(lines):
+            out.append(lines[k])
+        prev = k + 1
+    return "\n".join(out), size(kept)[1], sorted(chosen), lines
 
 
 def rankable(text: str) -> bool:

@@ -107,7 +107,7 @@ async def test_model_digest_is_smaller_keeps_facts_and_has_stable_bytes(
     trajectories: Path, model_path: str, engine: LlamaEngine
 ) -> None:
     region = next(r for r in _regions(trajectories, model_path, 16, 11) if prose_chunks(r.items, 10_000))
-    summ = Summarizer(engine)
+    summ = Summarizer(engine, gists=True)
     await summ.warm()
     d = await summ.digest(region.items, "a1", target(region))
     assert d.generations, "a gist was attempted"
@@ -118,7 +118,7 @@ async def test_model_digest_is_smaller_keeps_facts_and_has_stable_bytes(
     again = await summ.digest(region.items, "a1", target(region))
     other = LlamaEngine(EngineSettings(model_path, flash_attn=True))
     try:
-        fresh = await Summarizer(other).digest(region.items, "a1", target(region))
+        fresh = await Summarizer(other, gists=True).digest(region.items, "a1", target(region))
     finally:
         other.close()
     assert d.text == again.text == fresh.text  # same bytes: warm engine, and another engine
@@ -196,19 +196,68 @@ async def test_model_input_tokens_counts_what_the_model_reads(
     trajectories: Path, model_path: str, engine: LlamaEngine
 ) -> None:
     region = next(r for r in _regions(trajectories, model_path, 16, 11) if prose_chunks(r.items, 10_000))
-    summ = Summarizer(engine)
-    n = summ.model_input_tokens(region.items, target(region))
-    assert 0 < n <= sum(i.tokens for i in region.items) + 64
-    assert Summarizer(None, count=engine.count_tokens).model_input_tokens(region.items, target(region)) == 0
-    prose_free = [i for i in region.items if i.kind not in ("assistant", "user", "system", "other")]
-    logs = sum(i.tokens for i in prose_free if rankable(i.text))
-    scoring = min(summ.score_max_tokens, logs) + (engine.count_tokens(NEUTRAL_PREFIX) if logs else 0)
-    assert summ.model_input_tokens(prose_free, target(region)) == scoring  # gists read prose only
-    no_gists = Summarizer(engine, gists=False)
-    assert no_gists.model_input_tokens(region.items, target(region)) == scoring
+    t = target(region)
+    summ = Summarizer(engine, gists=True)
+    n = summ.model_input_tokens(region.items, t)
+    assert 0 < n <= sum(i.tokens for i in region.items) + 64 + summ.score_max_tokens
+    assert Summarizer(None, count=engine.count_tokens).model_input_tokens(region.items, t) == 0
+    prefix = engine.count_tokens(NEUTRAL_PREFIX)
+    own = sum(i.tokens for i in region.items if i.kind != "digest")
+    scoring = min(summ.score_max_tokens, own) + prefix  # every section may be cut, so scored
+    no_gists = Summarizer(engine)  # the default: no gists
+    assert no_gists.model_input_tokens(region.items, t) == scoring
+    assert n > scoring  # gists read the prose too
+    logs = sum(i.tokens for i in region.items if rankable(i.text))
+    logs_only = Summarizer(engine, ranking="logs")
+    assert logs_only.model_input_tokens(region.items, t) == min(summ.score_max_tokens, logs) + (
+        prefix if logs else 0
+    )
+    # the job's budget (the daemon's: the tokens its time buys) caps the scoring prefill
+    assert no_gists.model_input_tokens(region.items, t, model_tokens=100) == min(100, own) + prefix
+    assert no_gists.model_input_tokens(region.items, t, model_tokens=0) == 0
     log = "\n".join(f"2026-01-01T00:00:{k % 60:02d}Z step {k}: compiling module_{k}" for k in range(400))
     log += "\nerror: could not compile module_7\n##[error]Process completed with exit code 1."
     big = Item("s9", "tool_result", log, engine.count_tokens(log))
     assert rankable(big.text) and big.tokens > summ.score_max_tokens
     capped = summ.score_max_tokens + engine.count_tokens(NEUTRAL_PREFIX)
     assert no_gists.model_input_tokens([big], 500) == capped  # the scoring prefill, capped
+
+
+async def test_the_model_ranks_what_cut_sections_show_within_the_jobs_token_budget(
+    trajectories: Path, model_path: str, engine: LlamaEngine
+) -> None:
+    """Prose and tool outputs a digest must cut (no log in them): the model's ranking chooses what
+    they show, within the job's `model_tokens`; only quotes; `model_tokens=0` or ranking logs only
+    leaves the rules' digest, byte for byte."""
+    from summarizer.frame import unquoted
+
+    count = engine.count_tokens
+    regions = _regions(trajectories, model_path, 16, 11)
+    regions = [r for r in regions if not any(rankable(i.text) for i in r.items)]
+    cases = []
+    for region in regions:  # regions whose sections the rules' digest shows (not only lists)
+        t = sum(i.tokens for i in region.items) // 2
+        det = await Summarizer(None, count=count).digest(region.items, "a1", t)
+        if " not shown (" not in det.text:
+            cases.append((region, t, det))
+    assert len(cases) >= 6
+    shown = scored = 0
+    for region, t, det in cases[:6]:
+        summ = Summarizer(engine, count=count)
+        d = await summ.digest(region.items, "a1", t, model_tokens=160)
+        assert d.scored_tokens <= 160 + count(NEUTRAL_PREFIX)
+        assert d.scored_tokens or d.model_skipped == "nothing to rank"  # nothing cut: nothing to rank
+        scored += d.scored_tokens > 0
+        assert unquoted(d.text, region.items) == [] and d.tokens < d.tokens_before
+        assert set(det.facts) <= set(d.facts) or d.tokens <= t  # key facts are the rules' to keep
+        if d.method == "model":
+            shown += 1
+            assert d.model_lines >= 1 and d.ranked_lines >= d.model_lines and d.text != det.text
+        else:
+            assert d.text == det.text and d.model_skipped in ("nothing ranked was shown", "nothing to rank")
+        none = await summ.digest(region.items, "a1", t, model_tokens=0)
+        assert none.text == det.text and none.scored_tokens == 0 and none.method == "deterministic"
+        assert none.model_skipped.startswith("deadline")
+        logs = await Summarizer(engine, count=count, ranking="logs").digest(region.items, "a1", t)
+        assert logs.text == det.text and logs.model_skipped == "nothing to rank"
+    assert scored >= 3 and shown >= 2  # the model's choice reached digests that cut sections

@@ -66,7 +66,7 @@ async def test_every_digest_of_every_trajectory_quotes_its_region(
     trajectories also with gists (a model call per chunk: the slow part)."""
     regions = _all_regions(trajectories, model_path)
     ranking = Summarizer(engine, score_max_tokens=PER_DIGEST_SCORED, gists=False)
-    writing = Summarizer(engine, score_max_tokens=PER_DIGEST_SCORED)
+    writing = Summarizer(engine, score_max_tokens=PER_DIGEST_SCORED, gists=True)
     gisted: set[str] = set()
     methods: list[str] = []
     for region in regions:
@@ -79,6 +79,7 @@ async def test_every_digest_of_every_trajectory_quotes_its_region(
         assert unquoted(d.text, region.items, d.gists) == [], (region.name, d.text)
         assert d.tokens < before
         methods.append(d.method)
+    print(f"{methods.count('model')} of {len(methods)} digests show lines the model's ranking chose")
     assert len(regions) >= 100 and len(gisted) == GISTED
     assert "model" in methods  # the model's work reached digests, and it too only quoted
     assert not ranking.degraded and not writing.degraded

@@ -89,7 +89,7 @@ def region(attack: str) -> list[Item]:
 @pytest.fixture(scope="module")
 def summarizer(model_path: str) -> Iterator[Summarizer]:
     engine = LlamaEngine(EngineSettings(model_path, flash_attn=True, timeout_s=300))
-    yield Summarizer(engine, gist_budget_s=300)  # generous: the machine may be busy
+    yield Summarizer(engine, gist_budget_s=300, gists=True)  # generous: the machine may be busy
     engine.close()
 
 

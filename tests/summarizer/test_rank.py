@@ -57,3 +57,49 @@ def test_pick_lines_shares_the_token_cap_and_keeps_line_order() -> None:
     assert all([i for i, _ in mine] == sorted(i for i, _ in mine) for mine in picked)
     assert all(not t.startswith("2026-") for mine in picked for _, t in mine)  # timestamps dropped
     assert pick_lines([a, b], count, 0) == [[], []]
+
+
+def _source() -> str:
+    return "\n".join(f"def handler_{k}(request):\n    return respond(request, code={k})\n" for k in range(80))
+
+
+def test_a_cut_section_shows_its_best_ranked_lines_instead_of_head_and_tail() -> None:
+    """A file read cut to fit: its compressor's header stays, then the lines the model ranked
+    highest, whole and verbatim in their order, each dropped run one omission marker; the lines the
+    head and tail would not show are counted as the model's."""
+    text = _source()
+    plain, ranked = Renderer(text, ref="a1#s1"), Renderer(text, ref="a1#s1")
+    assert plain.kind == "file" and plain.plan is None
+    base = ranked.base().split("\n")
+    cands = ranked.scorable()
+    assert cands and 0 not in dict(cands)  # the header is not ranked: it is always shown
+    assert {i for i, _ in cands[:8]} & set(range(len(base) // 2, len(base)))  # the sample spreads
+    best = next(i for i, ln in cands if "handler_47(" in ln)
+    ranked.rank({i: (9.0 if i == best else 1.0 / (1 + i)) for i, _ in cands})
+    rules = plain.render(max_chars=400).text
+    mod = ranked.render(max_chars=400).text
+    assert plain.model_lines == 0 and plain.cut
+    assert len(mod) <= 400 and mod.split("\n")[0] == base[0]
+    assert "handler_47(" in mod and "handler_47(" not in rules
+    shown = [ln for ln in mod.split("\n")[1:] if not ln.startswith("[… ")]
+    assert shown and all(ln in base for ln in shown)  # whole lines of the rendering, in order
+    assert [base.index(ln) for ln in shown] == sorted(base.index(ln) for ln in shown)
+    assert ranked.model_lines == sum(1 for ln in shown if ln not in rules.split("\n")) >= 1
+    assert ranked.ranked_lines == len(shown)
+    assert ranked.render().text == plain.render().text  # shown whole: ranks change nothing
+    # ranks that agree with the head: the rules' rendering, nothing counted as the model's
+    head = Renderer(text, ref="a1#s1")
+    in_rules = set(rules.split("\n"))
+    head.rank({i: 1.0 for i, ln in cands if ln in in_rules})
+    assert head.render(max_chars=400).text == rules and head.model_lines == 0
+
+
+def test_prose_offers_its_lines_and_its_best_ranked_line() -> None:
+    text = "I looked at the parser.\nThe bug is in parse_list in src/parse.py line 40.\n\nok\n"
+    text += "Next I will run the tests."
+    r = Renderer(text, ref="a1#s2")
+    assert not r.active and r.best_line() is None
+    cands = dict(r.scorable())
+    assert set(cands) == {0, 1, 4}  # not the blank line, not a line of two letters
+    r.rank({0: 2.0, 1: 7.5, 4: 3.0})
+    assert r.best_line() == "The bug is in parse_list in src/parse.py line 40."

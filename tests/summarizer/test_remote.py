@@ -211,7 +211,7 @@ async def test_server_down_without_a_local_model_loses_nothing() -> None:
         with pytest.raises(ModelError, match="no local model"):
             await eng.score(NEUTRAL_PREFIX, PIECES, timeout_s=5)
         items = [Item("s1", "assistant", PROSE * 3, 200), Item("s2", "tool_result", "line\n" * 300, 400)]
-        d = await Summarizer(eng, count=lambda t: len(t) // 3 + 1).digest(items, "a1", 120)
+        d = await Summarizer(eng, count=lambda t: len(t) // 3 + 1, gists=True).digest(items, "a1", 120)
     finally:
         await eng.aclose()
     assert d.method == "deterministic" and d.tokens < d.tokens_before and "remote" in d.gist_rejected

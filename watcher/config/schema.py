@@ -168,9 +168,19 @@ class ModelConfig:
         default=2048,
         reload=Reload.ENGINE,
         rule=rules.at_least(0),
-        doc="Most tokens of a region's logs and test runs the model reads (one prefill) to rank the lines"
-        " a digest shows after those that say why they failed; 0 = no ranking (the rules alone choose)."
-        " ~1 ms per token on a calm 2-core machine; the look-ahead budgets it.",
+        doc="Most tokens the model reads (one prefill) per digest to rank the lines it shows: in logs and"
+        " test runs after those that say why they failed, in other sections cut to fit (prose shown as"
+        " one line, file reads, listings) instead of their head and tail; 0 = no ranking (the rules"
+        " alone choose). A job reads fewer when its time buys fewer at the measured prefill rate (the"
+        " look-ahead's budget: a short window makes a small model job instead of none).",
+    )
+    gists: bool = key(
+        default=False,
+        reload=Reload.ENGINE,
+        doc="true = the model also writes free-form gists of prose sections, each checked against its"
+        " source and dropped when it names what the source does not. Off by default: they kept no more"
+        ' of what the agent needed (docs/BENCHMARKS.md, "Deliver 3"), a gist\'s ~450 tokens of input'
+        " take time from the line ranking, and a gist is the only model-written text in a digest.",
     )
     weights: str = key(
         default="q4_0",

@@ -43,7 +43,7 @@ def spread(values: list[float], digits: int = 3) -> dict[str, Any]:
 class EngineWork:
     """Summarizer work done during a run, from the daemon's STATUS (``daemon.summarizer``)."""
 
-    prefilled: float = 0.0  # prompt tokens evaluated (not reused)
+    prefilled: float = 0.0  # prompt tokens evaluated (not reused), the scoring prefills' included
     prefill_s: float = 0.0
     decoded: float = 0.0
     decode_s: float = 0.0
@@ -56,7 +56,9 @@ class EngineWork:
         prefilled = float(stats.get("prompt_tokens", 0)) - float(stats.get("reused_prompt_tokens", 0))
         decoded = float(stats.get("completion_tokens", 0))
         ptps, dtps = float(stats.get("prefill_tps", 0.0)), float(stats.get("decode_tps", 0.0))
-        return cls(prefilled, prefilled / ptps if ptps else 0.0, decoded, decoded / dtps if dtps else 0.0)
+        scored, stps = float(stats.get("scored_tokens", 0)), float(stats.get("score_tps", 0.0))
+        seconds = (prefilled / ptps if ptps else 0.0) + (scored / stps if stps else 0.0)
+        return cls(prefilled + scored, seconds, decoded, decoded / dtps if dtps else 0.0)
 
     def __sub__(self, other: EngineWork) -> EngineWork:
         return EngineWork(

@@ -157,6 +157,16 @@ class Lookahead:
         model's time, never the agent's."""
         return tokens + (self._during(model_s) if self.steps else 0.0) < limit
 
+    def seconds_until(self, tokens: int, limit: int) -> float:
+        """Seconds until a context of ``tokens`` reaches ``limit`` at the average pace (the time a
+        model job started now has; :meth:`model_in_time` is ``model_s`` below it). No growth seen:
+        unbounded (``math.inf``)."""
+        if tokens >= limit:
+            return 0.0
+        if not self.steps or self.turn_tokens <= 0:
+            return math.inf
+        return (limit - tokens) / self.turn_tokens * self.turn_s
+
     def deadline(self, tokens: int, limit: int, now: float, margin: bool = True) -> float:
         """When the agent's next LLM call is expected not to fit ``limit`` (its budget): the
         monotonic time of the turn that takes the context over it, with a large turn of margin

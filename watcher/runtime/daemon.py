@@ -135,6 +135,7 @@ class Daemon:
                 backend_for(self.cfg, self.engine),
                 degraded_reason=model_error,
                 score_max_tokens=self.cfg.model.score_max_tokens,
+                gists=self.cfg.model.gists,
             )
             peer_info = PeerInfo(transport=transport.scheme(self.opts.endpoint))
             self.server = Server(self.sock, self.cfg, summarizer, store=self.store, peer_info=peer_info)
@@ -267,7 +268,9 @@ class Daemon:
         retired, summarizer = None, None
         if engine is not self.engine:
             retired, self.engine = self.engine, engine
-            summarizer = Summarizer(backend_for(new, engine), score_max_tokens=new.model.score_max_tokens)
+            summarizer = Summarizer(
+                backend_for(new, engine), score_max_tokens=new.model.score_max_tokens, gists=new.model.gists
+            )
         self.server.apply_config(new, summarizer)
         if summarizer is not None:
             if engine is not None:

@@ -18,14 +18,19 @@ from watcher.serve.session import Pending, Session
 from watcher.store.crashpoints import crashpoint
 
 
-async def build(state: Session, p: Planned, summarizer: Summarizer) -> Pending | None:
-    """The proposal for the plan ``p``; None if the region changed meanwhile or nothing was saved."""
+async def build(
+    state: Session, p: Planned, summarizer: Summarizer, model_tokens: int | None = None
+) -> Pending | None:
+    """The proposal for the plan ``p``; None if the region changed meanwhile or nothing was saved.
+    ``model_tokens``: the most tokens the model may score for it (the job's time; None: no cap)."""
     if isinstance(p, MaskPlan):
         return await build_masking(state, p, summarizer)
-    return await build_proposal(state, p, summarizer)
+    return await build_proposal(state, p, summarizer, model_tokens)
 
 
-async def build_proposal(state: Session, plan: Plan, summarizer: Summarizer) -> Pending | None:
+async def build_proposal(
+    state: Session, plan: Plan, summarizer: Summarizer, model_tokens: int | None = None
+) -> Pending | None:
     """Digest the plan's region; None if the region changed meanwhile or nothing was saved."""
     base = state.ctx.version
     originals = tuple(s for sid in plan.ids if (s := state.ctx.get(sid)) is not None)
@@ -35,7 +40,7 @@ async def build_proposal(state: Session, plan: Plan, summarizer: Summarizer) -> 
     await archive_first(state, ref, originals)
     items = [Item(s.id, s.kind, s.text, s.tokens) for s in originals]
     try:
-        digest = await summarizer.digest(items, ref, plan.target_tokens)
+        digest = await summarizer.digest(items, ref, plan.target_tokens, model_tokens=model_tokens)
     except BaseException:
         forget(state, ref)
         raise

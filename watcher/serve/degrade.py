@@ -35,7 +35,8 @@ replay baselines act as they always do.
 ``masking``, ``headtail``) and, for a daemon with a model, why a job did not use it: ``deadline``
 (its digest would come too late: watcher.serve.modelcost), ``late`` (it was cut off: the context
 reached the model's limit first, watcher.serve.modelrun), ``degraded`` (the agent is degraded),
-``busy`` (the model lane was taken or too many agents waited), ``too_small`` (no prose to gist),
+``busy`` (the model lane was taken or too many agents waited), ``too_small`` (nothing to rank or
+gist), ``not_shown`` (the model ranked lines, none the rules would not show made the digest),
 ``rejected`` (the gist failed its check or did not pay), ``model_failed`` (the model failed or is
 in back-off), ``no_model``, ``policy`` (the agent's planner does not digest: the ``masking`` baseline).
 """
@@ -141,6 +142,8 @@ def model_note(digest: Digest) -> str:
         return ""
     if digest.generations:
         return "rejected"
+    if digest.scored_tokens:
+        return "not_shown"
     return "model_failed" if digest.gist_rejected else "too_small"
 
 

@@ -147,5 +147,7 @@ class PooledSummarizer(Summarizer):
         self._pool = pool
         self.model_path = model_path
 
-    async def digest(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
+    async def digest(
+        self, items: Sequence[Item], ref: str, target_tokens: int, *, model_tokens: int | None = None
+    ) -> Digest:
         return await self._pool.digest(self.model_path, self.count, items, ref, target_tokens)

@@ -32,7 +32,7 @@ from watcher.serve.degrade import (
     fast_plan,
 )
 from watcher.serve.hub import Hub
-from watcher.serve.modelcost import ModelCost
+from watcher.serve.modelcost import MIN_MODEL_TOKENS, ModelCost
 from watcher.serve.modelrun import digest_in_time
 from watcher.serve.scheduler import DETERMINISTIC_LANES
 from watcher.serve.session import Pending, Session, prepare_plan
@@ -92,7 +92,8 @@ class Jobs:
         sched = self.hub.scheduler
         if left < 0 and tokens < budget:  # its next turn is later than expected: when is not known
             left = self.degrader.times.expect("deterministic") * MARGIN  # (past: its call waits now)
-        model_s = self.cost.expect() if sched.holds_model() else None
+        # the smallest model job: a job reads what its time buys (model_in_time decides how much)
+        model_s = self.cost.expect(MIN_MODEL_TOKENS) if sched.holds_model() else None
         level = self.degrader.need(state, left, model_s, sched.depth)
         if level == DETERMINISTIC and not state.degrade and not self.hub.cfg.compaction.lookahead:
             return NORMAL  # not degraded, only late: without look-ahead the model is not skipped
@@ -168,19 +169,35 @@ class Jobs:
         return state.planner.plans_ahead and self.hub.cfg.compaction.lookahead
 
     def model_in_time(self, state: Session, p: Plan) -> bool:
-        """Would the model's digest of ``p`` be ready in time (watcher.planning.lookahead)? Its
-        expected seconds: the tokens the model will read for this region over the measured rate
-        (watcher.serve.modelcost); not measured yet: tried (the job falls back if it is late)."""
-        state.model_input = self.hub.summarizer.model_input_tokens(items_of(state, p), p.target_tokens)
+        """Would a model digest of ``p`` be ready in time (watcher.planning.lookahead)? Its expected
+        seconds: the tokens the model will read for this region over the measured rate
+        (watcher.serve.modelcost); not measured yet: tried (the job falls back if it is late). When
+        the whole job would not be ready in time, it reads only what the time it has buys
+        (``state.model_tokens``: the summarizer scores at most that many tokens): in time if that
+        is at least :data:`watcher.serve.modelcost.MIN_MODEL_TOKENS`."""
+        summ = self.hub.summarizer
+        items = items_of(state, p)
+        state.model_tokens = None
+        state.model_input = summ.model_input_tokens(items, p.target_tokens)
         expect = self.cost.expect(state.model_input)
         if expect is None:
             return True
         limit, la = self.model_limit(state), state.lookahead
         in_time = la.model_in_time(state.ctx.tokens, limit, expect)
+        whole = state.model_input
+        if not in_time:  # a smaller job: score what the time until the limit buys
+            left = la.seconds_until(state.ctx.tokens, limit)
+            small = self.cost.smaller_job(left, lambda n: summ.model_input_tokens(items, p.target_tokens, n))
+            if small is not None:
+                state.model_tokens, state.model_input = small
+                expect = self.cost.expect(state.model_input) or expect
+                in_time = True
         log.info(
             "model_budget",
             agent=state.agent,
             input_tokens=state.model_input,
+            whole_input_tokens=whole,
+            model_tokens=state.model_tokens,
             expected_s=round(expect, 3),
             tokens=state.ctx.tokens,
             limit=limit,
@@ -335,6 +352,7 @@ class Jobs:
         hub = self.hub
         t0 = time.monotonic()
         state.model_input = 0
+        state.model_tokens = None
         summarizer, why = self.summarizer_for(state, p)  # model or not: chosen before the first await
         used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
         pending: Pending | None = None
@@ -355,6 +373,16 @@ class Jobs:
                 method = "model" if used_model else pending.method  # the time the model took
                 self.degrader.times.record(method, time.monotonic() - state.job_started)
                 fields |= {"method": pending.method, "model_skipped": why}
+            log.info(  # one line per digest: the exact counts a replay's overlapping windows blur
+                "digest_done",
+                agent=state.agent,
+                method=fields.get("method", ""),
+                model_skipped=fields.get("model_skipped", ""),
+                used_model=used_model,
+                model_input=state.model_input,
+                model_tokens=state.model_tokens,
+                seconds=round(fields["seconds"], 3),
+            )
             hub.emit("digest", state.agent, **fields)
             if isinstance(p, Plan):
                 state.lookahead.job_done(time.monotonic() - state.job_submitted, p.tokens, used_model)

@@ -15,6 +15,10 @@ few (a gist). Its expected time on this machine, at this load, is
   region is planned; before that (when the look-ahead decides how early to plan) the mean input of
   the model jobs so far, or before the first one, the warm-up's.
 
+The other way round, :meth:`ModelCost.tokens_in` says how many input tokens the time a job has
+buys: when the whole job would not be ready in time, the job scores only that many
+(``Summarizer.digest(..., model_tokens=...)``): a small model job instead of none.
+
 Queueing is added where it applies: a job that holds the model lane starts on it at once; a job not
 yet planned first waits in the scheduler's queue (its measured wait, watcher.serve.scheduler).
 Nothing here is a constant of some machine: before the warm-up there is no estimate (``None``).
@@ -23,7 +27,7 @@ Nothing here is a constant of some machine: before the warm-up there is no estim
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from summarizer import gist
@@ -33,6 +37,7 @@ from watcher.observe import logs
 log = logs.get("compactd.model")
 
 ALPHA = 0.3  # weight of the newest observation
+MIN_MODEL_TOKENS = 64  # a model job whose time buys fewer input tokens than this is not started
 # A fixed text for the warm-up prefill: a few lines of the kind of input the model reads (a test run's
 # output and a short note), ~300 tokens, always the same so that runs compare.
 WARMUP_TEXT = "\n".join(
@@ -95,6 +100,28 @@ class ModelCost:
             return None
         n = self.input_tokens if input_tokens is None else input_tokens
         return n / self.rate + self.overhead_s
+
+    def tokens_in(self, seconds: float) -> int | None:
+        """Input tokens a model job can read in ``seconds`` (its prefill at the measured rate, after
+        the measured overhead): the job's budget when the whole job would not fit (None before the
+        first measurement; 0 when not even the overhead fits)."""
+        if not self.measured:
+            return None
+        if seconds == float("inf"):
+            return 1 << 30
+        return max(0, int((seconds - self.overhead_s) * self.rate))
+
+    def smaller_job(self, seconds: float, reads: Callable[[int], int]) -> tuple[int, int] | None:
+        """The job that fits ``seconds``: (the most tokens it may score, the tokens it then reads),
+        where ``reads(n)`` is what a job scoring at most ``n`` reads (its prefix, and gists when on,
+        come out of the budget too); None when it would score fewer than :data:`MIN_MODEL_TOKENS`."""
+        budget = self.tokens_in(seconds) or 0
+        tokens = budget
+        n = reads(tokens)
+        if n > budget:
+            tokens = max(0, tokens - (n - budget))
+            n = reads(tokens)
+        return (tokens, n) if tokens >= MIN_MODEL_TOKENS and n <= budget else None
 
     def record(self, input_tokens: int, seconds: float, totals: tuple[float, float]) -> None:
         """A model job read ``input_tokens`` and took ``seconds``; ``totals``: the engine's

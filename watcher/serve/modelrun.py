@@ -36,7 +36,9 @@ async def digest_in_time(
     if state.ctx.tokens >= state.hurry_at:
         hurry.set()
     t0 = time.monotonic()
-    model = asyncio.create_task(build(state, p, hub.summarizer), name=f"model-{state.agent}")
+    model = asyncio.create_task(
+        build(state, p, hub.summarizer, state.model_tokens), name=f"model-{state.agent}"
+    )
     waiter = asyncio.create_task(hurry.wait())
     try:
         await asyncio.wait((model, waiter), return_when=asyncio.FIRST_COMPLETED)

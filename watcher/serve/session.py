@@ -101,6 +101,7 @@ class Session:
     hurry: asyncio.Event | None = field(default=None, repr=False)
     hurry_at: int = 0
     model_input: int = 0  # tokens the running job's model digest reads (watcher.serve.modelcost)
+    model_tokens: int | None = None  # the most tokens it may score (the time it has; None: no cap)
 
     @property
     def usage(self) -> float:

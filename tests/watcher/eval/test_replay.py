@@ -59,7 +59,10 @@ def result(tmp_path_factory: pytest.TempPathFactory, trajectories: Path, model_p
     out = tmp_path_factory.mktemp("replay")
     # turns back to back (--turn-interval=0) leave no time for a model gist, and look-ahead would
     # rightly digest everything deterministically; off here, so the model's figures are exercised
-    (out / "compactd.toml").write_text("[compaction]\nlookahead = false\n", encoding="utf-8")
+    # (its one region here has nothing the model ranks: a gist, off by default, is asked for)
+    (out / "compactd.toml").write_text(
+        "[model]\ngists = true\n[compaction]\nlookahead = false\n", encoding="utf-8"
+    )
     proc = replay(
         str(trajectories / "swe-agent" / "pydicom__pydicom-1458.traj"),
         f"--config={out / 'compactd.toml'}",

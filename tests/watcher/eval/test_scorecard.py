@@ -62,6 +62,9 @@ def test_engine_work_from_status() -> None:
     work = EngineWork.from_stats(stats | {"prefill_tps": 250.0, "decode_tps": 20.0})
     assert (work.prefilled, work.prefill_s, work.decoded, work.decode_s) == (1000, 4.0, 80, 4.0)
     assert EngineWork.from_stats(None) == EngineWork()
+    # the model's line scoring is a prefill too (the model's main work by default)
+    scoring = EngineWork.from_stats(stats | {"prefill_tps": 250.0, "scored_tokens": 600, "score_tps": 300.0})
+    assert (scoring.prefilled, scoring.prefill_s) == (1600, 6.0)
     assert (work - work).rates() == {"summarizer_prefill_tps": None, "summarizer_decode_tps": None}
 
 

@@ -66,6 +66,20 @@ def test_the_model_is_used_only_when_its_digest_would_be_in_time() -> None:
     assert la.model_in_time(trigger + 500, high, 10.0)
 
 
+def test_the_time_a_model_job_has_is_the_time_to_the_limit_at_the_pace() -> None:
+    la = Lookahead()
+    assert la.seconds_until(100, 1000) == math.inf  # no growth seen: no bound
+    for k in range(10):
+        la.observe(1000 + 500 * k, 2.0 * k)
+    high = 27200
+    assert la.seconds_until(high - 2500, high) == pytest.approx(10.0)
+    assert la.seconds_until(high, high) == 0.0 and la.seconds_until(high + 9, high) == 0.0
+    # consistent with model_in_time: a job shorter than the time left is in time, a longer one not
+    left = la.seconds_until(high - 1800, high)
+    assert la.model_in_time(high - 1800, high, left * 0.99)
+    assert not la.model_in_time(high - 1800, high, left * 1.01)
+
+
 def test_a_compaction_moves_the_baseline_but_is_not_growth() -> None:
     la = Lookahead()
     la.observe(1000, 0.0)

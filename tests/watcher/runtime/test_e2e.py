@@ -31,7 +31,9 @@ async def q8_daemon(tmp_path: Path, model_path: str) -> AsyncIterator[DaemonProc
     off: with turns back to back it rightly digests deterministically once it has measured the
     pace, and whether a job starts before that depends on timing (as in the fault tests)."""
     config = tmp_path / "compactd.toml"
-    config.write_text('[model]\nweights = "q8_0"\n\n[compaction]\nlookahead = false\n', encoding="utf-8")
+    config.write_text(  # gists are off by default: this test is about them
+        '[model]\nweights = "q8_0"\ngists = true\n\n[compaction]\nlookahead = false\n', encoding="utf-8"
+    )
     config.chmod(0o600)
     async with running_daemon(tmp_path, str(config), model=True) as proc:
         yield proc

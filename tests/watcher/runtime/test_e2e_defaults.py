@@ -105,7 +105,7 @@ async def test_defaults_run_model_jobs_without_stalls(
     # gists are: docs/BENCHMARKS.md "The model at the defaults"), never skipped for a constant
     assert queue["model_jobs"] >= 1 and cost["jobs"] >= 1, why
     skipped = methods["model_skipped"]
-    assert methods["model"] + skipped["rejected"] + skipped["too_small"] + skipped["late"] >= 1, why
+    assert methods["model"] + skipped["not_shown"] + skipped["too_small"] + skipped["late"] >= 1, why
     assert any(e["in_time"] for e in log_events(daemon, "model_budget")), why
 
 

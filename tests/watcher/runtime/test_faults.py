@@ -21,7 +21,10 @@ BUDGET = 2000
 # one inference thread: two llama.cpp threads spin-wait on each other when the machine is busy
 # the test feeds turns back to back: look-ahead would (rightly) judge that no model gist can be
 # ready in time and digest deterministically, so it never reaches the model this test is about
-MODEL = '[model]\npath = "{path}"\nn_threads = 1\ntimeout_s = {timeout}\n[compaction]\nlookahead = false\n'
+MODEL = (  # a gist (off by default) is a model call whatever the region holds: the timeout is hit
+    '[model]\npath = "{path}"\nn_threads = 1\ntimeout_s = {timeout}\ngists = true\n'
+    "[compaction]\nlookahead = false\n"
+)
 
 PROSE = (
     "I read {f} and the failing test. The parser drops the last field when a line ends with a "

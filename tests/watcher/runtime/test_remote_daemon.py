@@ -17,7 +17,9 @@ from ipc.sections import Section
 from summarizer.tokenizer import load_counter
 from watcher.eval.harness import DaemonProcess
 
-CONFIG = '[model]\nbackend = "openai"\nurl = "{url}"\nretries = 1\n[compaction]\nlookahead = false\n'
+CONFIG = (
+    '[model]\nbackend = "openai"\nurl = "{url}"\nretries = 1\ngists = true\n[compaction]\nlookahead = false\n'
+)
 PROSE = (
     "We agreed to keep the old behaviour for now. The cache is rebuilt at startup, which is slow but "
     "safe. Later we can make the rebuild lazy, once the tests cover the edge cases that broke last time."

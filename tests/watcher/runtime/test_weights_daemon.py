@@ -27,7 +27,7 @@ FORMAT = ModelConfig().weights if ModelConfig().weights not in ("", "shipped") e
 # one inference thread (two spin against each other on a busy machine); look-ahead off: turns come
 # back to back, and look-ahead would (rightly) skip the model this test is about
 CONFIG = (
-    '[model]\npath = "{path}"\nweights = "{weights}"\ncache_dir = "{cache}"\nn_threads = 1\n'
+    '[model]\npath = "{path}"\nweights = "{weights}"\ncache_dir = "{cache}"\nn_threads = 1\ngists = true\n'
     "[compaction]\nlookahead = false\n"
 )
 # prose without facts (no names, numbers or paths): with a region of ~1.5k tokens (budget 6000) the

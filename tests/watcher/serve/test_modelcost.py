@@ -7,7 +7,7 @@ import pytest
 
 from summarizer.digest import Item, Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
-from watcher.serve.modelcost import ModelCost, engine_totals, warm_up
+from watcher.serve.modelcost import MIN_MODEL_TOKENS, ModelCost, engine_totals, warm_up
 
 
 def test_no_estimate_before_a_measurement() -> None:
@@ -32,6 +32,23 @@ def test_expected_time_is_input_over_rate_plus_the_measured_overhead() -> None:
         cost.record(1000, 12.0, (2300.0 + 1000 * k, 15.5 + 10 * k))
     assert cost.rate < 150 and cost.expect(1000) > before * 1.5
     assert cost.jobs == 6
+
+
+def test_a_short_window_buys_a_smaller_job_not_none() -> None:
+    cost = ModelCost()
+    assert cost.tokens_in(10.0) is None  # not measured: no budget
+    cost.warmed(300, 1.5, (300.0, 1.5))  # 200 tokens/s
+    cost.record(1000, 6.0, (1300.0, 6.5))  # 200 tokens/s, 1 s of overhead
+    assert cost.rate == pytest.approx(200) and cost.overhead_s == pytest.approx(1.0)
+    assert cost.tokens_in(3.0) == 400 and cost.tokens_in(0.5) == 0
+    # a job reading at most n scored tokens + a 10-token prefix: the prefix comes out of the budget
+    assert cost.smaller_job(3.0, lambda n: min(n, 2048) + 10) == (390, 400)
+    assert cost.smaller_job(100.0, lambda n: min(n, 2048) + 10) == (19800, 2058)  # reads its own cap
+    # too short a window: not even MIN_MODEL_TOKENS to score
+    too_short = 1.0 + (MIN_MODEL_TOKENS + 9) / 200
+    assert cost.smaller_job(too_short, lambda n: min(n, 2048) + 10) is None
+    # gists (when on) are not capped: a budget they do not fit makes no job
+    assert cost.smaller_job(3.0, lambda n: min(n, 2048) + 10 + 450) is None
 
 
 def test_engine_totals_add_prefill_and_scoring() -> None:
