@@ -10,8 +10,9 @@ verbatim in the context at the end, or lost. Seconds per trajectory: a quick che
 change before the live replay (``compactd replay``), which also has the look-ahead, the model's
 gists and real timing, so its figures differ. ``--explain`` says, for each needed identifier
 lost, where it was and why the digest did not carry it: the kind of its section, the digest that
-took it (sections, tokens), its rank among the region's names (summarizer.names) and how many names
-the digest's names line showed.
+took it (sections, tokens), its rank among the region's names (summarizer.names), how many names
+the digest's names line showed, and the line's size against its share of the digest
+(summarizer.layout.names_share).
 
 .venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] [--explain] \
     [--strategy optimistic|recency] [--lookahead-tokens N] [--evidence-sigmas S] TRAJECTORY ...
@@ -30,7 +31,7 @@ import re
 
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
-from summarizer.layout import NAMES_LABEL
+from summarizer.layout import NAMES_LABEL, names_share
 from summarizer.names import ranked_names
 from watcher.config.agents import AUTO_BAND, AUTO_LOW
 from watcher.eval.canaries import CANARY_KINDS, CanaryTally, load_canaries, plant, score
@@ -88,10 +89,12 @@ def explain(lost: str, regions: dict[str, list[Section]], added: dict[str, str])
         sec = region[ids.index(sid)]
         ranked = ranked_names([Item(s.id, s.kind, s.text, s.tokens) for s in region])
         rank = f"{ranked.index(name) + 1}/{len(ranked)}" if name in ranked else f"-/{len(ranked)}"
-        m = _NAMES_LINE.search(added[ref])
+        text = added[ref]
+        m = _NAMES_LINE.search(text)
         shown = len(m[1].split()) if m else 0
+        line = f"{len(m[0]) if m else 0} of {int(names_share(len(text)) * len(text))} chars"
         size = f"{len(region)} sections, {sum(s.tokens for s in region)} tokens"
-        return f"{lost} ({sec.kind}): in {ref} of {size}; rank {rank}, {shown} shown"
+        return f"{lost} ({sec.kind}): in {ref} of {size}; rank {rank}, {shown} shown ({line})"
     return f"{lost}: in no digest"
 
 

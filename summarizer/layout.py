@@ -5,7 +5,10 @@ and rendered at any size), trimmed fairly (largest first). Key facts take at mos
 budget, and never the room that the lines saying why a log or test run failed need (core): a failure
 block is not crowded out by facts; it shrinks only by dropping whole lower-priority lines, each run
 of them announced by an omission marker with the section's recall reference. The names line
-(summarizer.names) takes NAMES_SHARE of the budget from the key facts, and what the rest leaves.
+(summarizer.names) takes its share of the budget (`names_share`: 10 % in small digests, up to 30 %
+in larger ones) from the key facts, and what the rest leaves. When the section lines overshoot their
+room (a line each, however small the room), the overshoot comes out of the extracted key facts,
+never out of the names line's share or the stated facts' share.
 """
 
 from __future__ import annotations
@@ -55,10 +58,23 @@ def header(items: Sequence[Item], ref: str, before: int) -> str:
 FACTS_SHARE = 0.75  # at most this share of a digest's characters goes to the key-facts line ...
 FACTS_FLOOR = 0.2  # ... and at least this share, even when failure lines need the rest
 STATEMENT_SHARE = 0.3  # of which stated facts (whole sentences) are picked first, up to this share
-NAMES_SHARE = 0.1  # the names line may take this share of the budget from the key facts
+NAMES_SHARE = 0.1  # the names line takes this share of the budget from the key facts ...
+NAMES_SHARE_LARGE = 0.3  # ... rising to this share in larger digests, between these budgets (chars):
+NAMES_RAMP = (2400, 3600)  # a small digest is first for its key facts; a larger one has room for both
 NAMES_LABEL = "Names (quoted verbatim from the sections): "
 BRIEF_BELOW = 160  # a section given fewer characters than this is shown as its first line only
 INDEX_BELOW = 72  # ... and below this, sections are only listed by id and kind
+
+
+def names_share(budget_chars: int) -> float:
+    """The names line's share of a digest of `budget_chars` characters: NAMES_SHARE up to
+    NAMES_RAMP[0], NAMES_SHARE_LARGE from NAMES_RAMP[1], linear between. The key facts are at most
+    max_facts_for(target) facts and fill a small digest; past a few hundred tokens, what an agent
+    names again is more often one of the region's many code names than one more fact."""
+    lo, hi = NAMES_RAMP
+    return NAMES_SHARE + min(1.0, max(0.0, (budget_chars - lo) / (hi - lo))) * (
+        NAMES_SHARE_LARGE - NAMES_SHARE
+    )
 
 
 def render(
@@ -88,7 +104,13 @@ def render(
     facts_room = min(
         int(budget_chars * FACTS_SHARE), max(budget_chars - fixed - core, int(budget_chars * FACTS_FLOOR))
     )
-    section_room = max(0, budget_chars - fixed - min(facts_room, facts.natural_chars() + 48))
+    # the key facts (extracted and stated) and the names line need at most facts_room: sections get
+    # the rest. The names line's share (or less if all the names need less; an upper bound, as some
+    # may be shown elsewhere) is reserved here, so that section lines never take it.
+    names_room = min(int(budget_chars * names_share(budget_chars)), _line_chars(NAMES_LABEL, names, 1))
+    stated = min(int(facts_room * STATEMENT_SHARE), _line_chars("", facts.statements(), 3))
+    keys = facts.natural_chars() + stated + 48 + names_room
+    section_room = max(0, budget_chars - fixed - min(facts_room, keys))
     bodies = _section_bodies(items, renderers, covered, section_room)
     if bodies is None:
         kinds: dict[str, int] = {}
@@ -100,8 +122,10 @@ def render(
         lines = [f"- {it.id} {it.kind}: {_one_block(body)}" for it, body in zip(items, bodies, strict=True)]
     present = "\n".join([*summaries, *lines])
     used = fixed + sum(len(x) + 1 for x in lines)
-    names_room = int(budget_chars * NAMES_SHARE) if names else 0
-    kept = facts.pick(max(facts_room, budget_chars - used), present, reserved=names_room)
+    # the section lines may overshoot their room (a line each, however small): the overshoot comes
+    # out of the extracted facts, never out of the names line's share (nor the stated facts' share)
+    overshoot = max(0, facts_room - (budget_chars - used))
+    kept = facts.pick(max(facts_room, budget_chars - used), present, reserved=names_room + overshoot)
     used += sum(len(f) + 3 for f in kept) + 48
     named = pick_names(names, present + "\n" + "\n".join(kept), budget_chars - used - len(NAMES_LABEL))
     out = [head]
@@ -244,7 +268,7 @@ class FactPicker:
         stated: list[str] = []  # stated facts first, up to a share of the room: whole sentences
         for f in self.statements():  # naming something the region says nowhere else come first
             fresh = f not in present and not any(f in c for c in stated)
-            if fresh and size([*stated, f]) <= max_chars * STATEMENT_SHARE:
+            if fresh and size([*stated, f]) - 48 <= max_chars * STATEMENT_SHARE:  # (the label aside)
                 stated.append(f)
         room = max_chars - reserved - (size(stated) - 48 if stated else 0)
         n = self.most
@@ -280,6 +304,11 @@ def stub(items: Sequence[Item], ref: str, before: int, facts: Sequence[str], max
     if kept:
         lines.append("Key facts (quoted verbatim from the sections): " + " | ".join(kept))
     return "\n".join(lines)
+
+
+def _line_chars(label: str, parts: Sequence[str], sep: int) -> int:
+    """The length of a line of `parts` after `label`, each followed by `sep` characters (0 if none)."""
+    return len(label) + sum(len(p) + sep for p in parts) if parts else 0
 
 
 def _one_block(text: str) -> str:

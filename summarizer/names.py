@@ -24,10 +24,11 @@ name seen in several places is what the region is about), then the rarer in text
 on every line of one log is noise), then the first occurrence. Work is bounded like the fact
 extraction: long texts are read in their head and tail only, and at most MAX_NAMES names are ranked.
 
-The line gets at least NAMES_FLOOR of the size of the rest of the digest, whatever room the key
-facts and the sections left it (they may fill their shares to the brim): names are the densest
-carriers of what an agent names again, and the digest's size search (summarizer.digest) makes the
-whole digest fit its target.
+The layout (summarizer.layout.render) reserves the line its share of the digest, taken from the
+extracted key facts even when the section lines overshoot their room. As a backstop (stated facts
+and section lines that alone fill the budget), the line still gets at least NAMES_FLOOR of the size
+of the rest of the digest: names are the densest carriers of what an agent names again, and the
+digest's size search (summarizer.digest) makes the whole digest fit its target.
 """
 
 from __future__ import annotations

@@ -72,8 +72,8 @@ async def test_names_the_agent_used_and_read_survive_a_digest_at_one_eighth(mode
     d = await Summarizer(None, count=count).digest(items, "a7", target)
     assert d.tokens <= target < before
     # what the agent named in its own reasoning, and what it read, is named again later by the agent
-    later = ("resolve_scope_0", "merge_frame_41", "load_bucket_22", "close_window_49", "BucketOverflow")
-    later += ("scope_resolve_seen", "_window22_pending", "queue_flush_seen", "_window42_pending")
+    later = ["resolve_scope_0", "merge_frame_41", "load_bucket_22", "close_window_49", "BucketOverflow"]
+    later += ["scope_resolve_seen", "_window22_pending", "queue_flush_seen", "_window42_pending"]
     for name in later:
         assert name in d.text, (name, d.text)
     region = "\n".join(i.text for i in items)
