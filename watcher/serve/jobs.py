@@ -226,12 +226,15 @@ class Jobs:
             and state.ctx.tokens > self.trigger(state)
         )
 
-    def plan_on(self, state: Session, sections: list[Section], growth: int) -> Planned | None:
-        """The plan for ``sections`` (a snapshot of the mirror): pure but for the agent's scorer
-        cache, which only this agent's job (one at a time: watcher.serve.scheduler) touches."""
+    def plan_on(
+        self, state: Session, sections: list[Section], marks: Watermarks, growth: int
+    ) -> Planned | None:
+        """The plan for ``sections`` (a snapshot of the mirror) down to ``marks``: pure but for the
+        agent's scorer cache, which only this agent's job (one at a time: watcher.serve.scheduler)
+        touches."""
         c = self.hub.cfg.compaction
         inputs = PlanInputs(c.fresh_turns, growth, state.scorer, c.cache_weight)
-        return state.planner.plan(sections, self.marks_for(state), inputs)
+        return state.planner.plan(sections, marks, inputs)
 
     def marks_for(self, state: Session) -> Watermarks:
         """The watermarks this job plans to: the agent's, or deeper under load for a planner that
@@ -254,14 +257,15 @@ class Jobs:
         on. ``wanted`` False: the job is not, or no longer, wanted (:meth:`wanted`)."""
         if not self.wanted(state):
             return False, None
+        marks = self.marks_for(state)  # once per job, on the loop (the queue's state is read here)
         for _ in range(PLAN_ATTEMPTS):
             sections = list(state.ctx)
-            p = await asyncio.to_thread(self.plan_on, state, sections, self.ahead(state))
+            p = await asyncio.to_thread(self.plan_on, state, sections, marks, self.ahead(state))
             if not self.wanted(state):
                 return False, None
             if unchanged(sections, state.ctx):
                 return True, p
-        return True, self.plan_on(state, list(state.ctx), self.ahead(state))
+        return True, self.plan_on(state, list(state.ctx), marks, self.ahead(state))
 
     async def run(self, state: Session) -> None:
         """The agent's turn in the scheduler: plan on the mirror as it is now, then compact (a
