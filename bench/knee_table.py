@@ -73,7 +73,8 @@ def table(variant: str, rounds: list[dict[str, Any]]) -> str:
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     missed = sorted({m for r in rounds for m in r["missed"]})
     out.append("")
-    out.append(f"knee per round: {knees} (median {statistics.median(knees):g}); goals missed in any round: {missed}")
+    median = statistics.median(knees)
+    out.append(f"knee per round: {knees} (median {median:g}); goals missed in any round: {missed}")
     return "\n".join(out)
 
 

@@ -51,6 +51,7 @@ from summarizer.logprobs import GenerationTimeout
 from summarizer.names import ranked_names
 from summarizer.safety import redact
 from summarizer.select import NEUTRAL_PREFIX, SCORE_MAX_TOKENS, rank_sections
+from summarizer.tokenizer import LineCounts
 
 __all__ = [
     "PROSE_KINDS",
@@ -71,6 +72,11 @@ GIST_BUDGET_S = 45.0  # model time per digest, all chunks together
 RANKINGS = ("all", "logs")  # what the model ranks (Summarizer's `ranking`)
 MIN_SHARE = 48  # tokens of scoring per cut section, at least: fewer sections get more lines scored
 BACKOFF_S = (5.0, 15.0, 60.0, 300.0)  # after 1, 2, 3, 4+ consecutive model failures
+FIT_RENDERS = 12  # renderings one size search tries at most
+FIT_AIM = 0.985  # each next budget aims this far below the target (token counts are not quite linear)
+CLOSE_ENOUGH = 0.985  # a rendering of at least this share of the target ends the search
+FIT_GAP = 16  # characters: a bracket this narrow (or 1 % of the budget) ends the search
+FIT_CONFIRMS = 3  # renderings counted for real when the estimated count of the chosen one was low
 
 
 @dataclass(frozen=True)
@@ -286,39 +292,51 @@ class Summarizer:
         target_tokens: int,
         names: Sequence[str] = (),
     ) -> _Fit:
-        """Render with the largest character budget whose digest fits `target_tokens` (a short
-        search: token counts grow with the budget); if none fits, the smallest rendering."""
+        """Render with the largest character budget whose digest fits `target_tokens`, or close
+        enough (CLOSE_ENOUGH of it); if none fits, the smallest rendering. A secant search: token
+        counts grow about linearly with the budget, so each next budget is the last one scaled by
+        target/tokens, kept inside the bracket found so far (bisected when it would leave it). The
+        search counts tokens from cached per-line counts (renderings share most lines); the chosen
+        rendering is counted for real, and shrunk if that count is over the target."""
+
+        def fit(budget: int, count: Callable[[str], int]) -> _Fit:
+            text, carried = render(items, renderers, before, facts, gists, budget, names)
+            cut = frozenset(renderers.cut)
+            return _Fit(text, count(text), carried, renderers.model_lines, renderers.ranked_lines, cut)
+
+        estimate = LineCounts(self.count)
         budget = max(300, target_tokens * 3)
         fits: tuple[int, _Fit] | None = None
         over: tuple[int, _Fit] | None = None
-        for _ in range(10):
-            text, carried = render(items, renderers, before, facts, gists, budget, names)
-            result = _Fit(
-                text,
-                self.count(text),
-                carried,
-                renderers.model_lines,
-                renderers.ranked_lines,
-                frozenset(renderers.cut),
-            )
+        for _ in range(FIT_RENDERS):
+            result = fit(budget, estimate)
             if result.tokens <= target_tokens:
-                fits = (budget, result)
+                if fits is None or budget > fits[0]:
+                    fits = (budget, result)
+                if result.tokens >= target_tokens * CLOSE_ENOUGH:
+                    break
             elif over is None or budget < over[0] or over[1].tokens > result.tokens:
                 over = (budget, result)
-            if fits and over:
-                if over[0] - fits[0] <= max(40, fits[0] // 25):
-                    break
-                budget = (fits[0] + over[0]) // 2
-            elif fits:
-                budget = int(budget * 1.3)
-            else:
-                if budget <= 200:
-                    break
-                budget = max(200, int(budget * max(0.4, min(0.92, target_tokens / result.tokens))))
-        if fits is not None:
-            return fits[1]
-        assert over is not None
-        return over[1]
+            if fits and over and over[0] - fits[0] <= max(FIT_GAP, fits[0] // 100):
+                break
+            if fits is None and budget <= 200:
+                break
+            guess = int(budget * target_tokens * FIT_AIM / max(1, result.tokens))
+            low = fits[0] if fits else 0
+            high = over[0] if over else None
+            if guess <= low or (high is not None and guess >= high):
+                guess = (low + high) // 2 if high is not None else int(low * 1.3)
+            budget = max(200, guess)
+        chosen = fits or over
+        assert chosen is not None
+        budget, result = chosen
+        result = replace(result, tokens=self.count(result.text))
+        for _ in range(FIT_CONFIRMS):  # the estimate was low: a little smaller, counted for real
+            if fits is None or result.tokens <= target_tokens or budget <= 200:
+                break
+            budget = max(200, int(budget * target_tokens * FIT_AIM / result.tokens))
+            result = fit(budget, self.count)
+        return result
 
     async def _rank(
         self, items: Sequence[Item], renderers: Renderers, cut: frozenset[str], cap: int

@@ -433,18 +433,36 @@ def extract_facts(text: str, max_facts: int = 40, skip: frozenset[str] = frozens
     which they occur in the text. Each fact is at most 200 characters. Categories named in `skip`
     are not extracted (their slots go to the others), e.g. "identifier" when a digest lists names.
     """
-    if max_facts <= 0 or not text:
-        return []
-    cap = 3 * max_facts
-    pools = [
-        _candidates(text, finder, cap, name in ("error", "decision")) if name not in skip else []
-        for name, finder, _ in _CATEGORIES
-    ]
-    chosen: list[list[_Found]] = [[] for _ in pools]
-    _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
-    while sum(map(len, chosen)) < max_facts and any(pools):
-        _take(pools, chosen, [len(group) + 1 for group in chosen], max_facts)
-    return without_echoes([f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)])
+    return FactPools(text, max_facts, skip).take(max_facts)
+
+
+class FactPools:
+    """The candidate facts of `text`, scanned once (3 per fact of `most`, per category), from which
+    `take(n)` picks the key facts for any n <= most without scanning the text again (a digest's size
+    search asks for several n)."""
+
+    def __init__(self, text: str, most: int, skip: frozenset[str] = frozenset()) -> None:
+        self.most = most
+        cap = 3 * most
+        self._pools: list[list[_Found]] = (
+            [
+                _candidates(text, finder, cap, name in ("error", "decision")) if name not in skip else []
+                for name, finder, _ in _CATEGORIES
+            ]
+            if most > 0 and text
+            else []
+        )
+
+    def take(self, max_facts: int) -> list[str]:
+        """At most `max_facts` key facts, as `extract_facts` picks them."""
+        if max_facts <= 0 or not self._pools:
+            return []
+        pools = [list(pool) for pool in self._pools]
+        chosen: list[list[_Found]] = [[] for _ in pools]
+        _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
+        while sum(map(len, chosen)) < max_facts and any(pools):
+            _take(pools, chosen, [len(group) + 1 for group in chosen], max_facts)
+        return without_echoes([f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)])
 
 
 def without_echoes(facts: Sequence[str]) -> list[str]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from summarizer.compress import Renderer
-from summarizer.facts import extract_facts, extract_statements, without_echoes
+from summarizer.facts import FactPools, extract_statements, without_echoes
 from summarizer.items import Gist, Item
 from summarizer.names import pick_names
 from summarizer.safety import defang, instruction_like
@@ -233,12 +233,15 @@ class FactPicker:
         self.source = source
         self.skip = skip  # fact categories another line of the digest carries
         self.most = max_facts_for(target_tokens)
+        self._pools: FactPools | None = None  # scanned on first use
         self._cache: dict[int, tuple[str, ...]] = {}
         self._statements: tuple[str, ...] | None = None
 
     def facts(self, n: int) -> tuple[str, ...]:
         if n not in self._cache:
-            found = extract_facts(self.source, n, self.skip)
+            if self._pools is None:
+                self._pools = FactPools(self.source, self.most, self.skip)
+            found = self._pools.take(min(n, self.most))
             self._cache[n] = tuple(defang(f) for f in found if not instruction_like(f))
         return self._cache[n]
 

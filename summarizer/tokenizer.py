@@ -23,3 +23,25 @@ def load_counter(path: str) -> Callable[[str], int]:
         return len(vocab.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=False))
 
     return count
+
+
+class LineCounts:
+    """Token counts of texts that share most of their lines (a digest's renderings at several
+    sizes), from cached per-line counts: the first line, then each line with the newline before it.
+    With a BPE whose pre-tokenizer splits at newlines this is the exact count; a line ending in
+    whitespace can make it differ by a token or so, so callers confirm a chosen text with the real
+    counter. One instance per size search (the cache lives as long as it)."""
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self._count = count
+        self._seen: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        first, *rest = text.split("\n")
+        return self._line(first) + sum(self._line("\n" + line) for line in rest)
+
+    def _line(self, piece: str) -> int:
+        n = self._seen.get(piece)
+        if n is None:
+            n = self._seen[piece] = self._count(piece) if piece else 0
+        return n

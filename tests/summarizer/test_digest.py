@@ -19,7 +19,7 @@ from summarizer.digest import (
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.gguf import ModelError
 from summarizer.select import NEUTRAL_PREFIX
-from summarizer.tokenizer import load_counter
+from summarizer.tokenizer import LineCounts, load_counter
 from watcher.eval.bench.summarizer import Region, cut_regions
 from watcher.eval.canaries import load_canaries, plant
 from watcher.eval.trajectories import load_many
@@ -161,6 +161,26 @@ async def test_timeout_falls_back_backs_off_and_recovers_on_reload(model_path: s
         assert not summ.degraded and summ.consecutive_failures == 0
     finally:
         eng.close()
+
+
+async def test_the_size_search_counts_lines_once_and_confirms_the_chosen_digest(
+    trajectories: Path, model_path: str
+) -> None:
+    """The search estimates token counts from cached per-line counts (exact for this tokenizer on
+    these digests); the digest it returns is counted for real and fits its target, also with a
+    counter for which the estimate is always low (the whole counts more than its lines)."""
+    counter = load_counter(model_path)
+    for i, r in enumerate(_regions(trajectories, model_path, 8, 5)):
+        d = await Summarizer(None, count=counter).digest(r.items, f"a{i}", target(r))
+        assert d.tokens == counter(d.text) == LineCounts(counter)(d.text) <= target(r)
+
+    def superadditive(text: str) -> int:  # a counter that is not a sum over lines
+        return len(text) // 4 + len(text) ** 2 // 40_000
+
+    for i, r in enumerate(_regions(trajectories, model_path, 8, 5)):
+        d = await Summarizer(None, count=superadditive).digest(r.items, f"a{i}", target(r))
+        assert LineCounts(superadditive)(d.text) < d.tokens == superadditive(d.text)
+        assert d.tokens <= target(r) or d.tokens >= d.tokens_before, (r.name, d.tokens, target(r))
 
 
 async def test_a_region_too_small_to_shrink_is_reported_not_grown_silently() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from summarizer.facts import FACT_MAX_CHARS, extract_facts, extract_statements
+from summarizer.facts import FACT_MAX_CHARS, FactPools, extract_facts, extract_statements
 from tests.fixtures.trajectories import load as _load
 from tests.fixtures.trajectories import mini
 
@@ -149,3 +149,16 @@ def test_questions_and_musings_are_not_statements() -> None:
     assert not any(s.startswith("Wait,") for s in stated), "thinking aloud is not a statement"
     assert stated[0].startswith("The staging database"), "plain statements in text order"
     assert len(stated) == 2
+
+
+def test_pools_scanned_once_give_each_smaller_count_its_strongest_facts() -> None:
+    """A digest's size search asks for several counts: one scan serves them all, and a smaller
+    count's facts are the strongest of the same candidates (errors first)."""
+    text = plant(mini("sympy__sympy-13091", 87), PORT, DECISION, ERROR)
+    pools = FactPools(text, 40)
+    assert pools.take(40) == extract_facts(text, 40)
+    for n in (1, 5, 12, 30):
+        facts = pools.take(n)
+        assert len(facts) <= n and pools.take(n) == facts
+        assert ERROR in facts
+    assert pools.take(0) == [] and FactPools("", 40).take(5) == []
