@@ -1,7 +1,10 @@
 """The llama.cpp digest engine: one model, one inference thread, a queue in front.
 
 The model is loaded once. All inference runs on a single worker thread (one llama context cannot
-run two completions at once); callers await futures, so the asyncio loop never blocks.
+run two completions at once); callers await futures, so the asyncio loop never blocks. That thread
+runs at a lower priority (INFERENCE_NICE; llama.cpp's compute threads, started from it, inherit
+it): when the cores are short, the process's serving loop goes first, and the model gets what is
+left.
 
 Prompts are ``prefix + data + suffix``. The trusted ``prefix`` (a fixed instruction) comes first, so
 its KV state is reused across jobs: a job evaluates only its data and suffix. The engine drives
@@ -24,6 +27,8 @@ Loading the model and the settings/result records live in summarizer.loader, the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -50,6 +55,7 @@ __all__ = [
 ]
 
 STOP_TEXT = ("<|im_end|>", "<|im_start|>")
+INFERENCE_NICE = 10  # added to the inference thread's niceness (Linux: per thread, inherited)
 _R = TypeVar("_R")
 _CANCELLED = Generation("", 0, 0, 0, 0, 0.0, 0.0, "cancelled")
 
@@ -68,6 +74,14 @@ class _Job:
     stop: tuple[str, ...]
 
 
+def _lower_priority() -> None:
+    """The inference thread's start: raise its niceness by INFERENCE_NICE (best effort: a seccomp
+    filter or another OS may refuse, and then it runs at the process's priority)."""
+    with contextlib.suppress(OSError, AttributeError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + INFERENCE_NICE)
+
+
 class LlamaEngine:
     """Owns one llama.cpp model and the single thread that runs it."""
 
@@ -78,7 +92,7 @@ class LlamaEngine:
         # loaded_path: the file in use (the re-encoded one, or settings.path); weights_error: why
         # the re-encoded weights asked for are not in use ("" if they are, or none were asked for)
         self._llm, self.loaded_path, self.weights_error = load_model(settings, self.n_threads)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="llama")
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="llama", initializer=_lower_priority)
         self._lock = threading.Lock()
         self._closed = False
         self._kv: list[int] = []  # the tokens whose KV state the context holds, in order

@@ -13,6 +13,7 @@ import pytest
 from summarizer import gist
 from summarizer.decoding import lookup, repeating
 from summarizer.engine import (
+    INFERENCE_NICE,
     EngineSettings,
     GenerationTimeout,
     LlamaEngine,
@@ -43,6 +44,27 @@ def corrupt(tmp_path: Path) -> Path:
 
 def test_threads_follow_cpu_affinity(engine: LlamaEngine) -> None:
     assert engine.n_threads == len(os.sched_getaffinity(0))
+
+
+def _nice_of_threads() -> dict[int, int]:
+    """niceness of every thread of this process (/proc: field 19 of each task's stat)."""
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        fields = task.joinpath("stat").read_text().rsplit(")", 1)[1].split()
+        out[int(task.name)] = int(fields[16])  # (fields after the command: state is field 3)
+    return out
+
+
+async def test_inference_runs_at_a_lower_priority_than_the_serving_loop(model_path: str) -> None:
+    engine = LlamaEngine(EngineSettings(model_path, flash_attn=True))  # (its own: no shared stats)
+    try:
+        await engine.generate("Summarize:\n", PROSE, "\nSummary:", max_tokens=4)
+        nice = _nice_of_threads()
+    finally:
+        engine.close()
+    main = nice[os.getpid()]
+    assert main == os.getpriority(os.PRIO_PROCESS, 0)  # the loop's thread is untouched
+    assert INFERENCE_NICE > 0 and min(INFERENCE_NICE + main, 19) in nice.values()  # the inference thread
 
 
 def test_missing_and_corrupt_model_files_raise_model_error(tmp_path: Path) -> None:
