@@ -39,7 +39,7 @@ async def measure(weights: str, n_ubatch: int = 0, n_ctx: int = 0) -> dict[str, 
     text = "\n".join(f"step {i}: the agent ran pytest on tests/test_io.py: {i} failed" for i in range(40))
     await eng.generate("Summarize:\n", text, "\nSummary:", max_tokens=32, timeout_s=300)
     stages["after_gist"] = rss_mb()
-    long = "\n".join(f"{i}: collected item tests/test_mod_{i}.py::test_case_{i * 3} PASSED" for i in range(30))
+    long = "\n".join(f"{i}: collected tests/test_mod_{i}.py::test_case_{i * 3} PASSED" for i in range(30))
     t0 = time.perf_counter()
     await eng.generate("Read:\n", long, "\nDone.", max_tokens=1, timeout_s=300)
     prefill_s = time.perf_counter() - t0
