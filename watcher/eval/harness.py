@@ -85,12 +85,20 @@ class NotifySocket:
         self.sock.close()
 
 
+def watcher_argv(*args: str) -> list[str]:
+    """``python -m watcher ARGS`` with this interpreter, without the working directory on the module
+    path (``-P``): the tree imported is the one ``$PYTHONPATH`` names, else the installed one, never
+    a checkout that happens to be the working directory (a side-by-side benchmark of two trees runs
+    each tree's daemon, wherever it is started from)."""
+    return [sys.executable, "-P", "-m", "watcher", *args]
+
+
 def daemon_argv(
     endpoint: str, state_dir: Path, *, model: bool = False, config: str | None = None
 ) -> list[str]:
     """The command line of a `compactd run` on ``endpoint`` keeping its state in ``state_dir``
-    (this interpreter, so a test runs the daemon of the tree under test)."""
-    cmd = [sys.executable, "-m", "watcher", "run", "--socket", endpoint, "--state-dir", str(state_dir)]
+    (this interpreter, so a test runs the daemon of the tree under test: :func:`watcher_argv`)."""
+    cmd = watcher_argv("run", "--socket", endpoint, "--state-dir", str(state_dir))
     if config:
         cmd += ["--config", config]
     if not model:

@@ -180,8 +180,20 @@ class Lookahead:
         if not self.steps or self.turn_tokens <= 0 or self._at is None:
             return now + FAR_S
         ahead = self._burst() if margin else 0.0  # the last turn: a large one, or an average one
-        turns = max(0.0, limit - tokens - ahead) / self.turn_tokens
-        return min(self._at + self.turn_s * (1 + math.floor(turns)), now + FAR_S)
+        room = max(0.0, limit - tokens - ahead)
+        by_turns = self._at + self.turn_s * (1 + math.floor(room / self.turn_tokens))
+        if self.streaming and self.rate > 0:
+            # a stream is one step after another to the turn estimates, and each append moves the
+            # step's end: a step away, however close the context is to the limit. At its measured
+            # growth per second instead.
+            by_turns = min(by_turns, now + room / self.rate)
+        return min(by_turns, now + FAR_S)
+
+    @property
+    def streaming(self) -> bool:
+        """Does the agent append closer together than TURN_GAP_S, its steps back to back (each
+        ended by STEP_MAX_S, not by a pause)? An agent's turns are LLM calls seconds apart."""
+        return 0 < self.turn_s < STEP_MAX_S + TURN_GAP_S
 
     def snapshot(self) -> dict[str, float]:
         return {

@@ -210,7 +210,10 @@ class Degrader:
             self.lower_to(state, need)
         return need
 
-    def raise_to(self, state: Session, level: int, slack_s: float) -> None:
+    def raise_to(self, state: Session, level: int, slack_s: float, reason: str = "deadline") -> None:
+        """Degrade to ``level``; ``reason``: ``deadline`` (the job, when it started, could not be done
+        in time) or ``queue`` (its turn in the queue would have come too late: an express job,
+        watcher.serve.scheduler)."""
         if level <= state.degrade:
             return
         state.degrade = level
@@ -218,7 +221,7 @@ class Degrader:
         name = LEVELS[level]
         self.methods.degradations[name] += 1
         expected = {"deterministic": round(self.times.expect("deterministic"), 3)}
-        fields = {"level": name, "slack_s": round(slack_s, 3), "reason": "deadline"}
+        fields = {"level": name, "slack_s": round(slack_s, 3), "reason": reason}
         log.warning("agent_degraded", agent=state.agent, expected_s=expected, **fields)
         self.emit("agent_degraded", state.agent, **fields)
 

@@ -34,7 +34,7 @@ from watcher.serve.degrade import (
 from watcher.serve.hub import Hub
 from watcher.serve.modelcost import MIN_MODEL_TOKENS, ModelCost
 from watcher.serve.modelrun import digest_in_time
-from watcher.serve.scheduler import DETERMINISTIC_LANES
+from watcher.serve.scheduler import DETERMINISTIC_LANES, Fallback
 from watcher.serve.session import Pending, Session, prepare_plan
 from watcher.store.crashpoints import crashpoint
 
@@ -74,7 +74,11 @@ class Jobs:
             return  # nothing foldable was left; wait until the context has grown before trying again
         state.job_running = True  # queued or running (watcher.serve.scheduler); planned when its turn comes
         state.job_submitted = time.monotonic()
-        self.hub.scheduler.submit(state.agent, lambda: self.run(state), lambda: self.deadline(state))
+        cheap = Fallback(lambda: self.run_express(state), lambda: self.deadline(state))
+        plans_ahead = state.planner.plans_ahead  # the baselines compact as they always do
+        self.hub.scheduler.submit(
+            state.agent, lambda: self.run(state), lambda: self.deadline(state), cheap if plans_ahead else None
+        )
 
     @staticmethod
     def deadline(state: Session) -> float:
@@ -303,6 +307,18 @@ class Jobs:
                 queued_s=round(time.monotonic() - state.job_submitted, 3),
             )
         await self.compact(state, p)
+
+    async def run_express(self, state: Session) -> None:
+        """The agent's job would be done after its deadline at its place in the queue
+        (watcher.serve.scheduler, Express jobs): the cheap strategy now instead (masking, or head and
+        tail), the agent degraded and said so."""
+        state.job_started = now = time.monotonic()
+        state.job_level = MASKING
+        if not self.wanted(state):
+            state.job_running = False
+            return
+        self.degrader.raise_to(state, MASKING, self.deadline(state) - now, reason="queue")
+        await self.run_degraded(state)
 
     async def run_degraded(self, state: Session) -> None:
         if not self.wanted(state):

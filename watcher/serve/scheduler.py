@@ -38,6 +38,19 @@ Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
 When a job cannot be done before its deadline, the job degrades its agent to a cheaper strategy
 (watcher.serve.degrade); ``on_idle`` is called when the queue has drained and nothing runs, which
 is when degraded agents recover.
+
+**Express jobs.** A job degrades when it starts, and under a herd (many agents crossing their
+trigger together) that can be too late: the last of a long queue waits seconds for its turn, and
+its budget is gone before it starts. So while jobs wait, the worker checks, each time a lane frees
+or an agent joins, when each waiting job would be done: its place in deadline order times the
+measured time between two jobs' starts while others wait (at least a deterministic job's time over
+the lanes), plus :data:`EXPRESS_MARGIN` deterministic jobs. A waiting job that would be done after
+its agent's *fallback due time* (:class:`Fallback`: when its next call is expected not to fit,
+with a large turn of margin) runs its fallback job instead, at once and outside the lanes (masking old tool
+outputs, or head and tail: about a millisecond; watcher.serve.jobs). Only agents that gave a
+fallback, only while at least :data:`EXPRESS_MIN_WAITING` wait, only once a deterministic job's
+time has been measured, and at most :data:`EXPRESS_LANES` at once: the most urgent first, the next
+when one ends.
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from summarizer.digest import Summarizer
@@ -63,10 +77,35 @@ MODEL_MAX_WAITING = 2  # more agents waiting than this: jobs skip the model unti
 DETERMINISTIC_LANES = 2  # jobs at once besides the model's: one plans on the loop while one digests
 WAIT_ALPHA = 0.2  # weight of the newest queue wait in wait_s
 MAX_WAIT_S = 30.0  # aging: a waiting job's deadline counts as no later than this after it joined
+EXPRESS_MIN_WAITING = 2  # fewer waiting: no job is expedited (its turn is about to come)
+EXPRESS_MARGIN = 2.0  # a waiting job is expected done at its turn + this many deterministic job times
+EXPRESS_LANES = 2  # express jobs at once (each is a few ms on the loop: a herd of them would hold up ingest)
 
 
 def _never() -> float:
     return math.inf
+
+
+def _ewma(old: float, new: float) -> float:
+    return new if not old else old + WAIT_ALPHA * (new - old)
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """What a waiting agent runs at once instead of its job when its turn would come too late."""
+
+    job: Job
+    due: Deadline  # when the agent's job is needed done at the latest (inf: not at risk now)
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """An agent's place in the queue: its latest job, when it joined, its deadline, its fallback."""
+
+    job: Job
+    since: float
+    deadline: Deadline
+    cheap: Fallback | None
 
 
 class FairScheduler:
@@ -78,12 +117,14 @@ class FairScheduler:
         (a daemon without a model gives every job a deterministic lane)."""
         self.track = track if track is not None else set()
         self._has_model = has_model
-        self._jobs: dict[str, tuple[Job, float, Deadline]] = {}  # key -> (latest job, joined, deadline)
+        self._jobs: dict[str, _Slot] = {}  # key -> the agent's latest job
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()  # a job ended
         self._worker: asyncio.Task[None] | None = None
         self._running: dict[asyncio.Task[None], str] = {}
-        self._deferred: dict[str, tuple[Job, Deadline]] = {}  # submitted while its job was running
+        self._deferred: dict[str, tuple[Job, Deadline, Fallback | None]] = {}  # submitted while its job ran
+        self._express: set[asyncio.Task[None]] = set()  # cheap jobs run outside the lanes
+        self._held: set[str] = set()  # waiting for an express lane: not started in a normal one
         self._model: asyncio.Task[None] | None = None  # the job in the model lane
         self.submitted = 0
         self.coalesced = 0  # submits that replaced a waiting job of the same agent
@@ -94,11 +135,16 @@ class FairScheduler:
         self.max_depth = 0
         self.aged = 0  # jobs that went first because they had waited MAX_WAIT_S, not by deadline
         self.late = 0  # jobs started after their deadline
+        self.expedited = 0  # waiting jobs replaced by their cheap job (their turn would be too late)
         self.on_idle: Callable[[], None] | None = None  # the queue drained and nothing runs
         self._waits: deque[float] = deque(maxlen=WAIT_SAMPLES)
         self.max_wait_s = 0.0
         self.wait_s = 0.0  # EWMA seconds a job waits in the queue (what a job planned now should expect)
         self.run_s = 0.0  # EWMA seconds a job runs (start to end)
+        self.det_run_s = 0.0  # ... a job outside the model lane (0: none measured yet)
+        self.start_gap_s = 0.0  # EWMA seconds between two jobs' starts while others wait
+        self._last_start = 0.0
+        self._backlog = False  # jobs were left waiting when the last one started
         self._started: dict[asyncio.Task[None], float] = {}
         self._not_before: dict[str, float] = {}  # an agent just served yields to those waiting then
         self.pool = DigestPool()
@@ -112,21 +158,23 @@ class FairScheduler:
     def running(self) -> int:
         return len(self._running)
 
-    def submit(self, key: str, job: Job, deadline: Deadline = _never) -> None:
+    def submit(self, key: str, job: Job, deadline: Deadline = _never, cheap: Fallback | None = None) -> None:
         """Queue ``job`` for agent ``key``; ``deadline`` says when the agent needs it done (read
-        each time the worker picks the next job)."""
+        each time the worker picks the next job); ``cheap``: what to run instead, at once, if the
+        job's turn would come too late (see Express jobs above; None: the job waits its turn)."""
         self.submitted += 1
         if key in self._running.values():  # one job per agent at a time: it queues when this ends
             self.coalesced += key in self._deferred
-            self._deferred[key] = (job, deadline)
+            self._deferred[key] = (job, deadline, cheap)
             return
         if key in self._jobs:
-            self._jobs[key] = (job, self._jobs[key][1], deadline)  # keeps the time it joined
+            self._jobs[key] = _Slot(job, self._jobs[key].since, deadline, cheap)  # keeps when it joined
             self.coalesced += 1
             return
-        self._jobs[key] = (job, time.monotonic(), deadline)
+        self._jobs[key] = _Slot(job, time.monotonic(), deadline, cheap)
         self.max_depth = max(self.max_depth, len(self._jobs))
         self._wake.set()
+        self._changed.set()  # a worker waiting for a lane looks at the queue again (express)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._work(), name="compaction-scheduler")
 
@@ -162,13 +210,22 @@ class FairScheduler:
     def waiting(self, key: str) -> bool:
         return key in self._jobs or key in self._deferred
 
+    def _key(self, key: str, slot: _Slot) -> tuple[float, float, float]:
+        """A waiting job's place in line: its deadline clamped to [joined, joined + MAX_WAIT_S]
+        (aging) and to no earlier than its agent's last turn allows, then when it joined; and the
+        deadline itself."""
+        d = slot.deadline()
+        due = max(d, slot.since, self._not_before.get(key, 0.0))
+        return (min(due, slot.since + MAX_WAIT_S), slot.since, d)
+
     def _next(self, now: float) -> str:
         """The waiting agent to serve now: the earliest deadline, each clamped to [joined,
         joined + MAX_WAIT_S] (aging), ties to the one that joined first."""
         best, best_key = "", (math.inf, math.inf, math.inf)
-        for key, (_, since, deadline) in self._jobs.items():
-            d = deadline()
-            k = (min(max(d, since, self._not_before.get(key, 0.0)), since + MAX_WAIT_S), since, d)
+        for key, slot in self._jobs.items():
+            if key in self._held:
+                continue
+            k = self._key(key, slot)
             if k < best_key:
                 best, best_key = key, k
         if best_key[2] > best_key[1] + MAX_WAIT_S <= now:  # served by the bound, not by its deadline
@@ -177,34 +234,70 @@ class FairScheduler:
             self.late += 1
         return best
 
+    def _expedite(self, now: float) -> None:
+        """Run at once the fallback of each waiting agent whose job, at its place in line, would be
+        done after its fallback's due time (Express jobs, above); those beyond
+        :data:`EXPRESS_LANES` are held (not started in a lane: their fallback goes when an express
+        job ends)."""
+        self._held.clear()
+        per = self.det_run_s
+        if len(self._jobs) < EXPRESS_MIN_WAITING or per <= 0:
+            return
+        gap = max(self.start_gap_s, per / DETERMINISTIC_LANES)  # between two jobs' starts, measured
+        line = sorted((self._key(k, slot), k) for k, slot in self._jobs.items())
+        ahead = 0  # jobs in front that will take a lane
+        for _, key in line:
+            slot = self._jobs[key]
+            done = now + (ahead + 1) * gap + EXPRESS_MARGIN * per
+            if slot.cheap is None or done <= slot.cheap.due():
+                ahead += 1
+                continue
+            if len(self._express) >= EXPRESS_LANES:
+                self._held.add(key)  # its fallback goes when an express job ends
+                continue
+            del self._jobs[key]
+            self.expedited += 1
+            self._start(key, slot.cheap.job, now - slot.since, express=True)
+
     def _may_start(self) -> bool:
-        """A free deterministic lane (the job in the model lane does not take one)."""
-        return sum(task is not self._model for task in self._running) < DETERMINISTIC_LANES
+        """A free deterministic lane (the job in the model lane and express jobs do not take one)."""
+        lanes = sum(task is not self._model and task not in self._express for task in self._running)
+        return lanes < DETERMINISTIC_LANES
 
     async def _work(self) -> None:
         while True:
             while not self._jobs:
                 self._wake.clear()
                 await self._wake.wait()
-            while not self._may_start():
-                self._changed.clear()
-                await self._changed.wait()
-            if not self._jobs:  # discarded meanwhile
+            self._changed.clear()
+            self._expedite(time.monotonic())
+            if not self._jobs:  # discarded or expedited meanwhile
                 continue
             now = time.monotonic()
-            key = self._next(now)
-            job, since, _ = self._jobs.pop(key)
-            wait = now - since
-            self._waits.append(wait)
-            self.wait_s += WAIT_ALPHA * (wait - self.wait_s)
-            self.max_wait_s = max(self.max_wait_s, wait)
-            task = asyncio.create_task(self._run(key, job), name=f"compact-{key}")
-            self._running[task] = key
-            self._started[task] = now
-            self.track.add(task)
-            task.add_done_callback(self._ended)
+            key = self._next(now) if self._may_start() else ""
+            if not key:  # no free lane, or every waiting job is held for an express one
+                await self._changed.wait()  # a job ended, or an agent joined
+                continue
+            slot = self._jobs.pop(key)
+            task = self._start(key, slot.job, now - slot.since)
+            if self._backlog:  # jobs waited since the last start: the pace at which the lanes take them
+                self.start_gap_s = _ewma(self.start_gap_s, now - self._last_start)
+            self._last_start, self._backlog = now, bool(self._jobs)
             if self._model is None and self.depth <= MODEL_MAX_WAITING and self._has_model():
                 self._model = task  # its lane is chosen now, before the job's first await
+
+    def _start(self, key: str, job: Job, wait: float, express: bool = False) -> asyncio.Task[None]:
+        self._waits.append(wait)
+        self.wait_s += WAIT_ALPHA * (wait - self.wait_s)
+        self.max_wait_s = max(self.max_wait_s, wait)
+        task = asyncio.create_task(self._run(key, job), name=f"compact-{key}")
+        self._running[task] = key
+        self._started[task] = time.monotonic()
+        if express:
+            self._express.add(task)
+        self.track.add(task)
+        task.add_done_callback(self._ended)
+        return task
 
     async def _run(self, key: str, job: Job) -> None:
         try:
@@ -220,7 +313,11 @@ class FairScheduler:
         self.track.discard(task)
         now = time.monotonic()
         ran = now - self._started.pop(task, now)
-        self.run_s = ran if not self.run_s else self.run_s + WAIT_ALPHA * (ran - self.run_s)
+        express = task in self._express
+        self._express.discard(task)
+        self.run_s = _ewma(self.run_s, ran)
+        if task is not self._model and not express:
+            self.det_run_s = _ewma(self.det_run_s, ran)
         if key is not None:  # its next job goes after those waiting now (their turn, at this pace)
             self._not_before[key] = now + len(self._jobs) * self.run_s / DETERMINISTIC_LANES
             if len(self._not_before) > 2 * (len(self._jobs) + len(self._running)) + 64:
@@ -266,6 +363,7 @@ class FairScheduler:
             "failed": self.failed,
             "aged": self.aged,
             "late": self.late,
+            "expedited": self.expedited,
             "model_jobs": self.model_jobs,
             "model_skipped": self.model_skipped,
             "digests_in_worker": self.pool.remote,

@@ -16,7 +16,7 @@ from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 from watcher.planning.lookahead import FAR_S, Lookahead
 from watcher.serve import scheduler as scheduler_module
-from watcher.serve.scheduler import DETERMINISTIC_LANES, FairScheduler, Job
+from watcher.serve.scheduler import DETERMINISTIC_LANES, FairScheduler, Fallback, Job
 
 
 def recorder(order: list[str], key: str, hold: float = 0.0) -> Job:
@@ -202,3 +202,52 @@ async def test_an_agent_always_past_its_deadline_gets_a_turn_per_cycle_not_every
     assert served_before.count("hog") <= 2, served_before
     await wait_until(lambda: hog_jobs == 20, 10, "the hog kept being served")
     await sched.close()
+
+
+async def test_a_waiting_job_whose_turn_would_come_too_late_runs_its_cheap_job_at_once() -> None:
+    """A herd joins together with the same short deadline: those whose place in line (at the
+    measured job time, over the lanes) would finish after it run their cheap job at once, outside
+    the lanes; the front of the line waits for its normal job; an agent without a cheap job waits."""
+    sched = FairScheduler(has_model=lambda: False)
+    hold = 0.05
+    warm: list[str] = []
+    for i in range(DETERMINISTIC_LANES):  # measures a deterministic job's time (about `hold`)
+        sched.submit(f"warm-{i}", recorder(warm, f"warm-{i}", hold))
+    await wait_until(lambda: sched.served == DETERMINISTIC_LANES, 5, "the warm-up jobs ran")
+    assert sched.det_run_s >= hold
+    normal: list[str] = []
+    cheap: list[str] = []
+    t0 = time.monotonic()
+    herd = [f"a{i:02d}" for i in range(30)]
+    for key in herd:  # the same deadline: in line in the order of joining
+        fallback = Fallback(recorder(cheap, key), lambda: t0 + 0.4)
+        sched.submit(key, recorder(normal, key, hold), lambda: t0 + 0.4, fallback)
+    sched.submit("plain", recorder(normal, "plain", hold), lambda: t0 + 0.4)  # no cheap job: waits
+    await wait_until(lambda: len(normal) + len(cheap) == len(herd) + 1, 10, "every agent was served")
+    assert cheap and normal[0] == "a00", (normal, cheap)
+    assert sched.expedited == len(cheap) and "plain" in normal
+    # the line's back went express, its front kept its normal job
+    assert max(herd.index(k) for k in normal if k != "plain") < min(herd.index(k) for k in cheap)
+    assert len(cheap) >= len(herd) // 3  # 30 jobs of 50 ms on 2 lanes take 0.75 s: half are too late
+    await sched.close()
+
+
+def test_a_streaming_agents_deadline_comes_closer_as_its_context_does() -> None:
+    """Appends every 0.2 s are one step after another to the turn estimates (each ended by
+    STEP_MAX_S); the deadline follows the measured tokens per second, so near the limit it is near,
+    not a step away as each new append made it."""
+    la = Lookahead()
+    t, tokens = 0.0, 1000
+    while t < 20:
+        la.observe(tokens, t)
+        t, tokens = round(t + 0.2, 3), tokens + 300
+    assert la.streaming and 1300 < la.rate < 1700
+    last = round(t - 0.2, 3)  # 1 500 tokens/s
+    far = la.deadline(20_000, 32_000, last, margin=False)
+    near = la.deadline(31_500, 32_000, last, margin=False)
+    assert far - last == pytest.approx(12_000 / la.rate, rel=0.01)
+    assert near - last == pytest.approx(500 / la.rate, rel=0.01) and near - last < 0.5
+    turns = Lookahead()
+    for k in range(10):  # a turn every 2 s: not a stream, the turn model as before
+        turns.observe(1000 + 100 * k, 2.0 * k)
+    assert not turns.streaming

@@ -26,7 +26,6 @@ import contextlib
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -47,7 +46,7 @@ from watcher.eval.bench.llama_server import (
     UpstreamError,
     stop_process,
 )
-from watcher.eval.harness import running_daemon
+from watcher.eval.harness import running_daemon, watcher_argv
 from watcher.eval.scorecard import percentile
 from watcher.eval.trajectories import Trajectory, load
 from watcher.runtime.paths import default_model_path
@@ -80,7 +79,7 @@ class ProxyProcess:
         self, workdir: Path, upstream: str, endpoint: str, windows: list[str], log_name: str = "proxy.log"
     ) -> None:
         self.log_path = workdir / log_name
-        cmd = [sys.executable, "-m", "watcher", "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream]
+        cmd = watcher_argv("proxy", "--listen", "127.0.0.1:0", "--upstream", upstream)
         cmd += ["--socket", endpoint]
         for w in windows:
             cmd += ["--window", w]
