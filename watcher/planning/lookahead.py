@@ -182,10 +182,10 @@ class Lookahead:
         ahead = self._burst() if margin else 0.0  # the last turn: a large one, or an average one
         room = max(0.0, limit - tokens - ahead)
         by_turns = self._at + self.turn_s * (1 + math.floor(room / self.turn_tokens))
-        if self.streaming and self.rate > 0:
-            # a stream is one step after another to the turn estimates, and each append moves the
-            # step's end: a step away, however close the context is to the limit. At its measured
-            # growth per second instead.
+        if self.streaming and now - self._at < TURN_GAP_S and self.rate > 0:
+            # a stream (still flowing) is one step after another to the turn estimates, and each
+            # append moves the step's end: a step away, however close the context is to the limit.
+            # At its measured growth per second instead.
             by_turns = min(by_turns, now + room / self.rate)
         return min(by_turns, now + FAR_S)
 

@@ -8,6 +8,7 @@ time and the agent is degraded to a cheaper strategy (watcher.serve.degrade)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -74,7 +75,7 @@ class Jobs:
             return  # nothing foldable was left; wait until the context has grown before trying again
         state.job_running = True  # queued or running (watcher.serve.scheduler); planned when its turn comes
         state.job_submitted = time.monotonic()
-        cheap = Fallback(lambda: self.run_express(state), lambda: self.deadline(state))
+        cheap = Fallback(lambda: self.run_express(state), lambda: self.express_due(state))
         plans_ahead = state.planner.plans_ahead  # the baselines compact as they always do
         self.hub.scheduler.submit(
             state.agent, lambda: self.run(state), lambda: self.deadline(state), cheap if plans_ahead else None
@@ -84,6 +85,16 @@ class Jobs:
     def deadline(state: Session) -> float:
         """When the agent's next call is expected not to fit its budget (the scheduler's order)."""
         return state.lookahead.deadline(state.ctx.tokens, state.marks.budget, time.monotonic())
+
+    @staticmethod
+    def express_due(state: Session) -> float:
+        """When the agent's waiting job must be done at the latest, or its fallback runs now
+        (watcher.serve.scheduler, Express jobs): its deadline. A deadline already past while the
+        context is under its budget is a turn later than expected (when it comes is not known; the
+        rule of :meth:`level`): not a reason to degrade it (``math.inf``)."""
+        now = time.monotonic()
+        due = state.lookahead.deadline(state.ctx.tokens, state.marks.budget, now)
+        return math.inf if due < now and state.ctx.tokens < state.marks.budget else due
 
     def level(self, state: Session) -> int:
         """The degradation level of the job starting now (watcher.serve.degrade), from the time

@@ -249,7 +249,7 @@ class FairScheduler:
         for _, key in line:
             slot = self._jobs[key]
             done = now + (ahead + 1) * gap + EXPRESS_MARGIN * per
-            if slot.cheap is None or done <= slot.cheap.due():
+            if slot.cheap is None or not ahead or done <= slot.cheap.due():  # the front: next anyway
                 ahead += 1
                 continue
             if len(self._express) >= EXPRESS_LANES:
