@@ -46,7 +46,8 @@ or an agent joins, when each waiting job would be done: its place in deadline or
 measured time between two jobs' starts while others wait (at least a deterministic job's time over
 the lanes), plus :data:`EXPRESS_MARGIN` deterministic jobs. A waiting job that would be done after
 its agent's *fallback due time* (:class:`Fallback`: when its next call is expected not to fit,
-with a large turn of margin) runs its fallback job instead, at once and outside the lanes (masking old tool
+with a large turn of margin; watcher.serve.jobs.Jobs.express_due) runs its fallback job instead
+(never the front of the line: its job is next anyway), at once and outside the lanes (masking old tool
 outputs, or head and tail: about a millisecond; watcher.serve.jobs). Only agents that gave a
 fallback, only while at least :data:`EXPRESS_MIN_WAITING` wait, only once a deterministic job's
 time has been measured, and at most :data:`EXPRESS_LANES` at once: the most urgent first, the next
