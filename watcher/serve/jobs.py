@@ -92,9 +92,8 @@ class Jobs:
         (watcher.serve.scheduler, Express jobs): its deadline. A deadline already past while the
         context is under its budget is a turn later than expected (when it comes is not known; the
         rule of :meth:`level`): not a reason to degrade it (``math.inf``)."""
-        now = time.monotonic()
-        due = state.lookahead.deadline(state.ctx.tokens, state.marks.budget, now)
-        return math.inf if due < now and state.ctx.tokens < state.marks.budget else due
+        due = Jobs.deadline(state)
+        return math.inf if due < time.monotonic() and state.ctx.tokens < state.marks.budget else due
 
     def level(self, state: Session) -> int:
         """The degradation level of the job starting now (watcher.serve.degrade), from the time

@@ -73,6 +73,7 @@ log = logs.get("compactd.scheduler")
 
 Job = Callable[[], Awaitable[None]]
 Deadline = Callable[[], float]  # monotonic time by which the agent needs its compaction done
+_Place = tuple[float, float, float]  # a waiting job's place in line (FairScheduler._key)
 WAIT_SAMPLES = 4096  # recent queue waits kept for the percentiles in stats()
 MODEL_MAX_WAITING = 2  # more agents waiting than this: jobs skip the model until the queue drains
 DETERMINISTIC_LANES = 2  # jobs at once besides the model's: one plans on the loop while one digests
@@ -211,7 +212,7 @@ class FairScheduler:
     def waiting(self, key: str) -> bool:
         return key in self._jobs or key in self._deferred
 
-    def _key(self, key: str, slot: _Slot) -> tuple[float, float, float]:
+    def _key(self, key: str, slot: _Slot) -> _Place:
         """A waiting job's place in line: its deadline clamped to [joined, joined + MAX_WAIT_S]
         (aging) and to no earlier than its agent's last turn allows, then when it joined; and the
         deadline itself."""
@@ -219,31 +220,31 @@ class FairScheduler:
         due = max(d, slot.since, self._not_before.get(key, 0.0))
         return (min(due, slot.since + MAX_WAIT_S), slot.since, d)
 
-    def _next(self, now: float) -> str:
+    def _next(self, now: float, line: list[tuple[_Place, str]] | None = None) -> str:
         """The waiting agent to serve now: the earliest deadline, each clamped to [joined,
-        joined + MAX_WAIT_S] (aging), ties to the one that joined first."""
-        best, best_key = "", (math.inf, math.inf, math.inf)
-        for key, slot in self._jobs.items():
-            if key in self._held:
-                continue
-            k = self._key(key, slot)
-            if k < best_key:
-                best, best_key = key, k
+        joined + MAX_WAIT_S] (aging), ties to the one that joined first; not one held for an express
+        lane. ``line``: the waiting jobs' places as :meth:`_expedite` just computed them (else
+        computed here)."""
+        if line is None:
+            line = [(self._key(key, slot), key) for key, slot in self._jobs.items()]
+        no_one: tuple[_Place, str] = ((math.inf, math.inf, math.inf), "")
+        best_key, best = min(((k, key) for k, key in line if key not in self._held), default=no_one)
         if best_key[2] > best_key[1] + MAX_WAIT_S <= now:  # served by the bound, not by its deadline
             self.aged += 1
         if best_key[2] < now:
             self.late += 1
         return best
 
-    def _expedite(self, now: float) -> None:
+    def _expedite(self, now: float) -> list[tuple[_Place, str]] | None:
         """Run at once the fallback of each waiting agent whose job, at its place in line, would be
         done after its fallback's due time (Express jobs, above); those beyond
         :data:`EXPRESS_LANES` are held (not started in a lane: their fallback goes when an express
-        job ends)."""
+        job ends). Returns the line of the jobs still waiting, in order (None: not computed, too few
+        waiting or no job time measured yet)."""
         self._held.clear()
         per = self.det_run_s
         if len(self._jobs) < EXPRESS_MIN_WAITING or per <= 0:
-            return
+            return None
         gap = max(self.start_gap_s, per / DETERMINISTIC_LANES)  # between two jobs' starts, measured
         line = sorted((self._key(k, slot), k) for k, slot in self._jobs.items())
         ahead = 0  # jobs in front that will take a lane
@@ -259,6 +260,7 @@ class FairScheduler:
             del self._jobs[key]
             self.expedited += 1
             self._start(key, slot.cheap.job, now - slot.since, express=True)
+        return [(place, key) for place, key in line if key in self._jobs]
 
     def _may_start(self) -> bool:
         """A free deterministic lane (the job in the model lane and express jobs do not take one)."""
@@ -271,11 +273,11 @@ class FairScheduler:
                 self._wake.clear()
                 await self._wake.wait()
             self._changed.clear()
-            self._expedite(time.monotonic())
+            now = time.monotonic()
+            line = self._expedite(now)
             if not self._jobs:  # discarded or expedited meanwhile
                 continue
-            now = time.monotonic()
-            key = self._next(now) if self._may_start() else ""
+            key = self._next(now, line) if self._may_start() else ""
             if not key:  # no free lane, or every waiting job is held for an express one
                 await self._changed.wait()  # a job ended, or an agent joined
                 continue
