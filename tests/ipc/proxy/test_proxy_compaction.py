@@ -96,8 +96,14 @@ def check_anthropic_body(body: dict[str, Any], sent: dict[str, Any]) -> None:
 
 
 async def _settle(proxy: Proxy) -> None:
-    """Wait until the daemon has answered what the last request sent (a proposal, or nothing)."""
+    """Wait until the daemon has answered what the last request sent (a proposal, or nothing).
+    A conversation's link connects in the background (a request never waits for it): until it
+    has, the daemon has seen nothing, so wait for it first."""
     for conv in proxy.conversations:
+        for _ in range(600):
+            if conv.link is not None or conv.broken:
+                break
+            await asyncio.sleep(0.05)
         if conv.link is None:
             continue
         for _ in range(600):
