@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import numpy as np
-
 REPEAT_PENALTY = 1.1  # llama.cpp's classic repetition penalty over the last REPEAT_LAST_N output tokens
 REPEAT_LAST_N = 64
 
@@ -36,6 +34,8 @@ class DecodeState(Protocol):
 
 def greedy(logits: Any, recent: list[int]) -> int:
     """The most likely token, after the repetition penalty on ``recent`` output tokens."""
+    import numpy as np  # here: the digest worker imports this module but never runs this (13 MB)
+
     if recent:
         logits = logits.copy()
         ids = np.fromiter(set(recent), dtype=np.intc)

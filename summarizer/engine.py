@@ -36,8 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar, Unpack
 
-import numpy as np
-
 from summarizer.decoding import Decoder
 from summarizer.gguf import ModelError
 from summarizer.loader import EngineSettings, GenerateOptions, Generation, default_threads, load_model
@@ -343,6 +341,8 @@ class LlamaEngine:
         return reused
 
     def _logits(self, i: int) -> Any:
+        import numpy as np  # here: the digest worker imports this module but never runs this (13 MB)
+
         ptr = self._llm._ctx.get_logits_ith(i)
         return np.ctypeslib.as_array(ptr, shape=(self._llm.n_vocab(),))
 

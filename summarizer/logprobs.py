@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
 # Positions per decode when every position's logits are read back. llama.cpp keeps an output buffer of
 # rows x vocabulary x 4 bytes (49k vocabulary: 100 MB at 512 rows) and it never shrinks: scoring in
 # 512-row batches raised the daemon's RSS by 190 MB, in 128-row batches by 45 MB, at about the same
@@ -86,6 +84,8 @@ def token_logprobs(logits: Any, targets: Any, rows: int = 32) -> Any:
     In blocks of ``rows`` positions, exponentiated in place in one reused buffer: the log-softmax over
     a 49k vocabulary is the only work scoring adds to a prefill, and this halves it (no 100 MB
     temporaries per 512-token batch)."""
+    import numpy as np  # here: the digest worker imports this module but never runs this (13 MB)
+
     logits = np.asarray(logits, dtype=np.float32)
     targets = np.asarray(targets, dtype=np.intp)
     out = np.empty(len(targets), dtype=np.float64)
@@ -109,6 +109,8 @@ def score_locked(
     cancel: threading.Event,
 ) -> Scoring:
     """Score ``pieces`` after ``prefix`` (the caller holds the engine's lock)."""
+    import numpy as np  # here: the digest worker imports this module but never runs this (13 MB)
+
     t0 = time.perf_counter()
     head = engine.tokenize(prefix, special=True) or engine.tokenize("\n")
     per_piece = [engine.tokenize(p, special=False) if p else [] for p in pieces]

@@ -5,10 +5,21 @@ that is tens of milliseconds of ingest latency for every attached agent; on a th
 (the loop waits for the interpreter lock at every wake-up). A worker process runs it on another
 core: the loop only pickles the region out and the digest back (about a millisecond).
 
-The worker counts tokens exactly as the daemon does: with the model's own tokenizer, loaded
-vocabulary-only (no weights, ~0.1 s), or with the same character estimate when there is no model.
-It is started lazily, restarted with the right tokenizer when the model file changes, and if it
-dies the digest is computed on the loop instead (for RETRY_S; then a fresh worker is started).
+The worker holds no tokenizer (the model's vocabulary and llama.cpp cost it ~25 MB, a twentieth
+of the daemon at the knee). It estimates: a BPE tokenizer first splits text into pieces (a word
+with its leading space, a digit, a run of punctuation, whitespace: PIECES), and the region's
+sections arrive with their exact token counts, so the region's tokens per piece are known; a
+digest's pieces times that rate came within 0.94-1.01 of its real count on the shared trajectories
+(characters times the region's tokens per character: 0.84-1.04). The daemon counts the digest it
+gets back with the real tokenizer (a few hundred tokens: microseconds) and learns the estimate's
+bias (a digest's frame is not quite its region); when the digest is over the target, or more than
+REFIT under the estimate (smaller than it had room for), the worker fits it once more to a target
+corrected by that error, and the larger of the two that fits wins. On 80 trajectory regions at
+1/4 and 1/8: 16 fitted twice, none over the target, the digests a median 0.967 of the target
+(counted in the worker with the tokenizer: 0.989).
+Without a model both sides count with the same character estimate, and nothing is corrected.
+It is started lazily, and if it dies the digest is computed on the loop instead (for RETRY_S; then
+a fresh worker is started).
 """
 
 from __future__ import annotations
@@ -16,20 +27,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import math
 import multiprocessing
 import os
+import re
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 
 from summarizer.digest import Digest, Item, Summarizer, approx_tokens
 from watcher.observe import logs
+from watcher.serve import heap
 
 log = logs.get("compactd.digestpool")
 
-_worker: Summarizer | None = None  # in the worker process
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+REFIT = 0.05  # a worker digest whose real count is this far under its estimate is fitted once more
+BIAS_WEIGHT = 0.1  # each digest's weight in the learnt bias (a geometric moving mean)
+# a BPE pre-tokenizer's pieces (GPT-2's pattern, ASCII classes): contractions, a word or a digit with
+# its leading space, a run of punctuation, whitespace
+PIECES = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
 RETRY_S = 10.0  # after the worker failed, digests are computed on the loop this long
 WORKER_NICE = 5  # the worker's niceness: when the cores are short, the daemon's loop (ingest) goes first
 
@@ -44,32 +63,29 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
-def _init(model_path: str, parent: int) -> None:
-    """Worker start: die with the daemon, ignore Ctrl-C (the daemon decides when to stop), load
-    the tokenizer."""
-    global _worker  # noqa: PLW0603 - one summarizer per worker process
+def _init(parent: int) -> None:
+    """Worker start: die with the daemon, ignore Ctrl-C (the daemon decides when to stop)."""
     _die_with_parent(parent)
+    heap.limit_arenas()
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    count: Callable[[str], int] = approx_tokens
-    if model_path:
-        from llama_cpp import Llama
-
-        from summarizer.gguf import silence_llama_logs
-
-        silence_llama_logs()
-        vocab = Llama(model_path=model_path, vocab_only=True, verbose=False)
-
-        def count(text: str) -> int:
-            return len(vocab.tokenize(text.encode("utf-8", "replace"), add_bos=False, special=False))
-
-    _worker = Summarizer(None, count=count)
 
 
-def _digest(items: list[Item], ref: str, target_tokens: int) -> Digest:
-    assert _worker is not None
-    return asyncio.run(_worker.digest(items, ref, target_tokens))
+def tokens_per_piece(items: Sequence[Item]) -> float:
+    """The region's own rate, from its sections' exact counts."""
+    pieces = sum(len(PIECES.findall(i.text)) for i in items if i.tokens > 0)
+    tokens = sum(i.tokens for i in items if i.tokens > 0)
+    return tokens / pieces if pieces and tokens else 1.0
+
+
+def _digest(items: list[Item], ref: str, target_tokens: int, rate: float | None) -> Digest:
+    """In the worker: the digest counted at ``rate`` tokens per piece (None: approx_tokens)."""
+    count = approx_tokens if rate is None else (lambda text: math.ceil(len(PIECES.findall(text)) * rate))
+    try:
+        return asyncio.run(Summarizer(None, count=count).digest(items, ref, target_tokens))
+    finally:
+        heap.trim()  # the region's strings are freed: their pages go back (this process's own)
 
 
 class DigestPool:
@@ -77,51 +93,44 @@ class DigestPool:
 
     def __init__(self) -> None:
         self._pool: ProcessPoolExecutor | None = None
-        self._model_path: str | None = None
         self._retry_at = 0.0  # after a failure, digests stay on the loop until then
         self.remote = 0  # digests computed by the worker
         self.local = 0  # digests computed on the loop because the worker failed
+        self.bias = 1.0  # the real count over the estimate, learnt (a digest is not quite its region)
+        self.refits = 0  # worker digests fitted a second time (their estimate was off by > REFIT)
         self.restarts = 0
 
     def summarizer(self, like: Summarizer) -> Summarizer:
-        """A model-less summarizer counting tokens like ``like``, whose digests run in the worker
-        (on the loop if ``like`` counts with a function of its own, which the worker cannot copy)."""
-        if getattr(like, "_count", None) is not None:
-            return Summarizer(None, count=like.count)
-        engine = like.engine
-        return PooledSummarizer(self, like.count, engine.settings.path if engine is not None else "")
+        """A model-less summarizer counting tokens like ``like``, whose digests run in the worker."""
+        return PooledSummarizer(self, like.count)
 
-    def warm(self, like: Summarizer) -> None:
+    def warm(self) -> None:
         """Start the worker now, not at the first digest: spawning it takes about a second (more
         on a busy machine), which the first proposal of a fresh daemon would otherwise wait for."""
-        summarizer = self.summarizer(like)
-        if isinstance(summarizer, PooledSummarizer) and self._pool is None:
+        if self._pool is None:
             with contextlib.suppress(OSError, RuntimeError):
-                self._ensure(summarizer.model_path).submit(int)  # runs the initializer
+                self._ensure().submit(int)  # runs the initializer
 
-    def _ensure(self, model_path: str) -> ProcessPoolExecutor:
-        if self._pool is not None and self._model_path == model_path:
-            return self._pool
-        self._shutdown()
-        self._pool = ProcessPoolExecutor(
-            max_workers=1,
-            mp_context=multiprocessing.get_context("spawn"),  # never fork a process with threads
-            initializer=_init,
-            initargs=(model_path, os.getpid()),
-        )
-        self._model_path = model_path
-        self.restarts += 1
+    def _ensure(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),  # never fork a process with threads
+                initializer=_init,
+                initargs=(os.getpid(),),
+            )
+            self.restarts += 1
         return self._pool
 
     async def digest(
-        self, model_path: str, count: Callable[[str], int], items: Sequence[Item], ref: str, target: int
+        self, count: Callable[[str], int], items: Sequence[Item], ref: str, target: int
     ) -> Digest:
         loop = asyncio.get_running_loop()
         if loop.time() < self._retry_at:
             self.local += 1
             return await Summarizer(None, count=count).digest(items, ref, target)
         try:
-            result = await loop.run_in_executor(self._ensure(model_path), _digest, list(items), ref, target)
+            result = await self._fitted(count, list(items), ref, target)
         except (BrokenProcessPool, OSError, RuntimeError) as exc:  # the worker died or cannot start
             log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}", retry_s=RETRY_S)
             self._shutdown()
@@ -130,6 +139,24 @@ class DigestPool:
             return await Summarizer(None, count=count).digest(items, ref, target)
         self.remote += 1
         return result
+
+    async def _fitted(self, count: Callable[[str], int], items: list[Item], ref: str, target: int) -> Digest:
+        """The worker's digest, counted for real here; fitted once more if its estimate was off."""
+        loop = asyncio.get_running_loop()
+        if count is approx_tokens:
+            return await loop.run_in_executor(self._ensure(), _digest, items, ref, target, None)
+        rate = tokens_per_piece(items) * self.bias
+        first = await loop.run_in_executor(self._ensure(), _digest, items, ref, target, rate)
+        best = replace(first, tokens=count(first.text))
+        self.bias *= (best.tokens / max(1, first.tokens)) ** BIAS_WEIGHT
+        if first.tokens * (1 - REFIT) <= best.tokens <= target:
+            return best
+        self.refits += 1  # aim the worker's estimate where the real count lands on the target
+        aim = max(1, int(target * first.tokens / best.tokens))
+        again = await loop.run_in_executor(self._ensure(), _digest, items, ref, aim, rate)
+        second = replace(again, tokens=count(again.text))
+        fits = [d for d in (best, second) if d.tokens <= target]
+        return max(fits, key=lambda d: d.tokens) if fits else min((best, second), key=lambda d: d.tokens)
 
     def _shutdown(self) -> None:
         if self._pool is not None:
@@ -142,12 +169,11 @@ class DigestPool:
 
 
 class PooledSummarizer(Summarizer):
-    def __init__(self, pool: DigestPool, count: Callable[[str], int], model_path: str) -> None:
+    def __init__(self, pool: DigestPool, count: Callable[[str], int]) -> None:
         super().__init__(None, count=count)
         self._pool = pool
-        self.model_path = model_path
 
     async def digest(
         self, items: Sequence[Item], ref: str, target_tokens: int, *, model_tokens: int | None = None
     ) -> Digest:
-        return await self._pool.digest(self.model_path, self.count, items, ref, target_tokens)
+        return await self._pool.digest(self.count, items, ref, target_tokens)

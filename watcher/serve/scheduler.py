@@ -371,6 +371,7 @@ class FairScheduler:
             "model_skipped": self.model_skipped,
             "digests_in_worker": self.pool.remote,
             "digests_on_loop": self.pool.local,
+            "digests_refitted": self.pool.refits,
             "wait_ms_p50": pct(0.5),
             "wait_ms_p99": pct(0.99),
             "wait_ms_max": round(self.max_wait_s * 1000, 1),

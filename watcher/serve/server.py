@@ -270,7 +270,7 @@ class Server:
             else:
                 self.readers.by_peer.pop(peer, None)
                 attach.hello(self, peer, msg, ref)
-                self.scheduler.pool.warm(self.summarizer)  # once: its first digest is not a cold start
+                self.scheduler.pool.warm()  # once: its first digest is not a cold start
             return
         known = self.by_peer.get(peer)
         if t == T.STATUS:

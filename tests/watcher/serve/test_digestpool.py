@@ -1,5 +1,6 @@
-"""Deterministic digests in a worker process: byte-identical to the daemon's own, counted with the
-model's tokenizer, survive a dead worker, and never outlive a daemon killed with SIGKILL."""
+"""Deterministic digests in a worker process without a tokenizer: counted with the model's tokenizer
+when they come back, fitted again when the worker's estimate was far off, survive a dead worker,
+and never outlive a daemon killed with SIGKILL."""
 
 from __future__ import annotations
 
@@ -40,7 +41,9 @@ def items(count: Callable[[str], int]) -> list[Item]:
     return [Item(f"s{i}", kind, text, count(text)) for i, (kind, text) in enumerate(texts)]
 
 
-async def test_worker_digest_is_identical_to_the_local_one(model_path: str) -> None:
+async def test_worker_digest_is_counted_with_the_models_tokenizer_and_fits(model_path: str) -> None:
+    """The worker estimates (it holds no tokenizer); the digest it hands back is counted for real,
+    fits the target, and is about as large as the one counted with the tokenizer throughout."""
     engine = LlamaEngine(EngineSettings(model_path))
     pool = DigestPool()
     try:
@@ -48,10 +51,32 @@ async def test_worker_digest_is_identical_to_the_local_one(model_path: str) -> N
         pooled = pool.summarizer(real)
         assert pooled.engine is None
         region = items(real.count)
-        remote = await pooled.digest(region, "a7", 200)
-        local = await Summarizer(None, count=engine.count_tokens).digest(region, "a7", 200)
-        assert (remote.text, remote.tokens, remote.method) == (local.text, local.tokens, "deterministic")
-        assert pool.remote == 1 and pool.local == 0
+        for target in (120, 200, 400):
+            remote = await pooled.digest(region, "a7", target)
+            local = await Summarizer(None, count=engine.count_tokens).digest(region, "a7", target)
+            assert remote.tokens == engine.count_tokens(remote.text) <= target
+            assert remote.tokens >= 0.85 * local.tokens and remote.method == "deterministic"
+        assert pool.remote == 3 and pool.local == 0
+        assert pool._pool is not None
+        (worker,) = pool._pool._processes
+        maps = Path(f"/proc/{worker}/maps").read_text()
+        assert "libllama" not in maps  # no tokenizer in the worker: llama.cpp is not even loaded
+    finally:
+        pool.close()
+        engine.close()
+
+
+async def test_a_digest_whose_estimate_was_far_off_is_fitted_again(model_path: str) -> None:
+    """Sections whose counts say half their real size make the worker's estimate half the real
+    count: the digest it fits first is twice the target, so it is fitted once more, to fit."""
+    engine = LlamaEngine(EngineSettings(model_path))
+    pool = DigestPool()
+    try:
+        pooled = pool.summarizer(Summarizer(engine))
+        region = items(lambda text: engine.count_tokens(text) // 2)
+        digest = await pooled.digest(region, "a7", 200)
+        assert pool.refits == 1
+        assert digest.tokens == engine.count_tokens(digest.text) <= 200
     finally:
         pool.close()
         engine.close()

@@ -1,0 +1,45 @@
+"""The C heap of a long-running daemon (glibc malloc): fewer arenas, free pages handed back.
+
+Measured at the knee (200 agents replaying trajectories, the model loaded; docs/BENCHMARKS.md,
+"Where the knee's memory is"): glibc gives each thread that allocates its own arena (the serving
+loop, llama.cpp's inference thread, ZeroMQ's I/O thread, the executors), up to 8 per core, and a
+freed block stays in the arena that allocated it. The mirrors' strings come and go (appends,
+folds, detaches) on several threads, so each arena keeps a high-water mark of pages nobody uses.
+Two arenas, and the free pages inside the heap returned to the kernel now and then
+(``malloc_trim``), keep the resident set near what is in use. Elsewhere (musl, macOS) both are
+no-ops: the functions are looked up, not assumed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+from typing import Final
+
+M_ARENA_MAX: Final = -8  # <malloc.h>
+ARENAS: Final = 2
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """At most ``arenas`` malloc arenas for the whole process. Call it before threads start (an
+    arena a thread already has stays). True if the C library took it."""
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None)
+    return bool(mallopt is not None and mallopt(M_ARENA_MAX, arenas) == 1)
+
+
+def trim() -> bool:
+    """Give the free pages of every arena back to the kernel (not only the heap's top). It locks
+    each arena in turn while it walks it: call it off the serving loop. True if any were freed."""
+    libc = _libc()
+    malloc_trim = getattr(libc, "malloc_trim", None)
+    return bool(malloc_trim is not None and malloc_trim(0) == 1)
