@@ -26,7 +26,7 @@ from watcher.observe.metrics import Metrics, MetricsServer
 from watcher.runtime.engine import StartupError, backend_for, load_engine, weights_status
 from watcher.runtime.reload import Reloader, retire_engine
 from watcher.runtime.sdnotify import Notifier, watchdog_interval, watchdog_loop
-from watcher.serve import heap, transport
+from watcher.serve import transport
 from watcher.serve.auth import PeerInfo
 from watcher.serve.modelcost import warm_up
 from watcher.serve.recovery import open_store
@@ -98,7 +98,6 @@ class Daemon:
             self.server.expire(self.cfg.daemon.agent_timeout_s)
             self.server.store_housekeeping()
             self.notifier.status(self.status_line())
-            await asyncio.to_thread(heap.trim)  # off the loop: it walks the heap (watcher.serve.heap)
 
     def status_line(self) -> str:
         if self.server is None:

@@ -46,6 +46,7 @@ log = logs.get("compactd.digestpool")
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 REFIT = 0.05  # a worker digest whose real count is this far under its estimate is fitted once more
 BIAS_WEIGHT = 0.1  # each digest's weight in the learnt bias (a geometric moving mean)
+BIAS_MAX = 2.0  # the bias stays within [1/BIAS_MAX, BIAS_MAX]
 # a BPE pre-tokenizer's pieces (GPT-2's pattern, ASCII classes): contractions, a word or a digit with
 # its leading space, a run of punctuation, whitespace
 PIECES = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
@@ -79,9 +80,17 @@ def tokens_per_piece(items: Sequence[Item]) -> float:
     return tokens / pieces if pieces and tokens else 1.0
 
 
-def _digest(items: list[Item], ref: str, target_tokens: int, rate: float | None) -> Digest:
-    """In the worker: the digest counted at ``rate`` tokens per piece (None: approx_tokens)."""
-    count = approx_tokens if rate is None else (lambda text: math.ceil(len(PIECES.findall(text)) * rate))
+def _digest(items: list[Item], ref: str, target_tokens: int, bias: float | None) -> Digest:
+    """In the worker: the digest counted at the region's tokens per piece times ``bias`` (None:
+    with approx_tokens, as the daemon counts without a model)."""
+    if bias is None:
+        count = approx_tokens
+    else:
+        rate = tokens_per_piece(items) * bias  # here, not on the loop: a region can be megabytes
+
+        def count(text: str) -> int:
+            return math.ceil(len(PIECES.findall(text)) * rate)
+
     try:
         return asyncio.run(Summarizer(None, count=count).digest(items, ref, target_tokens))
     finally:
@@ -145,15 +154,16 @@ class DigestPool:
         loop = asyncio.get_running_loop()
         if count is approx_tokens:
             return await loop.run_in_executor(self._ensure(), _digest, items, ref, target, None)
-        rate = tokens_per_piece(items) * self.bias
-        first = await loop.run_in_executor(self._ensure(), _digest, items, ref, target, rate)
+        first = await loop.run_in_executor(self._ensure(), _digest, items, ref, target, self.bias)
         best = replace(first, tokens=count(first.text))
-        self.bias *= (best.tokens / max(1, first.tokens)) ** BIAS_WEIGHT
+        error = max(1, best.tokens) / max(1, first.tokens)
+        self.bias = min(BIAS_MAX, max(1 / BIAS_MAX, self.bias * error**BIAS_WEIGHT))
         if first.tokens * (1 - REFIT) <= best.tokens <= target:
             return best
         self.refits += 1  # aim the worker's estimate where the real count lands on the target
-        aim = max(1, int(target * first.tokens / best.tokens))
-        again = await loop.run_in_executor(self._ensure(), _digest, items, ref, aim, rate)
+        again = await loop.run_in_executor(
+            self._ensure(), _digest, items, ref, max(1, int(target / error)), self.bias
+        )
         second = replace(again, tokens=count(again.text))
         fits = [d for d in (best, second) if d.tokens <= target]
         return max(fits, key=lambda d: d.tokens) if fits else min((best, second), key=lambda d: d.tokens)

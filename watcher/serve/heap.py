@@ -1,13 +1,14 @@
 """The C heap of a long-running daemon (glibc malloc): fewer arenas, free pages handed back.
 
-Measured at the knee (200 agents replaying trajectories, the model loaded; docs/BENCHMARKS.md,
-"Where the knee's memory is"): glibc gives each thread that allocates its own arena (the serving
-loop, llama.cpp's inference thread, ZeroMQ's I/O thread, the executors), up to 8 per core, and a
-freed block stays in the arena that allocated it. The mirrors' strings come and go (appends,
-folds, detaches) on several threads, so each arena keeps a high-water mark of pages nobody uses.
-Two arenas, and the free pages inside the heap returned to the kernel now and then
-(``malloc_trim``), keep the resident set near what is in use. Elsewhere (musl, macOS) both are
-no-ops: the functions are looked up, not assumed.
+glibc gives each thread that allocates its own arena (the serving loop, llama.cpp's inference
+thread, ZeroMQ's I/O thread, the executors), up to 8 per core, and a freed block stays in the arena
+that allocated it, so each arena keeps a high-water mark of pages nobody uses. The daemon and its
+digest worker run with two arenas, and the worker hands its free pages back to the kernel after
+each digest (``malloc_trim``: a region of megabytes comes and goes). At the knee (200 agents
+replaying trajectories, the model loaded) this and a worker without a tokenizer took the processes'
+PSS from 435-436 MB to 392-398 MB (docs/BENCHMARKS.md, "Memory at the knee"); trimming the daemon
+as well every few seconds measured no lower, and is not done (it locks each arena while it walks
+it). Elsewhere (musl, macOS) both functions are no-ops: they are looked up, not assumed.
 """
 
 from __future__ import annotations
