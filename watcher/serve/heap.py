@@ -6,7 +6,7 @@ that allocated it, so each arena keeps a high-water mark of pages nobody uses. T
 digest worker run with two arenas, and the worker hands its free pages back to the kernel after
 each digest (``malloc_trim``: a region of megabytes comes and goes). At the knee (200 agents
 replaying trajectories, the model loaded) this and a worker without a tokenizer took the processes'
-PSS from 435-436 MB to 392-398 MB (docs/BENCHMARKS.md, "Memory at the knee"); trimming the daemon
+PSS from 431-436 MB to 389-392 MB (docs/BENCHMARKS.md, "Memory at the knee"); trimming the daemon
 as well every few seconds measured no lower, and is not done (it locks each arena while it walks
 it). Elsewhere (musl, macOS) both functions are no-ops: they are looked up, not assumed.
 """

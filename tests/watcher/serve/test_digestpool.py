@@ -36,6 +36,11 @@ def alive(pids: list[int]) -> bool:
     return any(Path(f"/proc/{pid}").exists() for pid in pids)
 
 
+def mapped(pid: int) -> str:
+    """What a process has mapped (/proc/PID/maps): its shared libraries among them."""
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
 def items(count: Callable[[str], int]) -> list[Item]:
     texts = [("tool_result", TOOL), ("assistant", PROSE), ("tool_result", TOOL.upper())]
     return [Item(f"s{i}", kind, text, count(text)) for i, (kind, text) in enumerate(texts)]
@@ -59,8 +64,7 @@ async def test_worker_digest_is_counted_with_the_models_tokenizer_and_fits(model
         assert pool.remote == 3 and pool.local == 0
         assert pool._pool is not None
         (worker,) = pool._pool._processes
-        maps = Path(f"/proc/{worker}/maps").read_text()
-        assert "libllama" not in maps  # no tokenizer in the worker: llama.cpp is not even loaded
+        assert "libllama" not in mapped(worker)  # no tokenizer in the worker: llama.cpp is not even loaded
     finally:
         pool.close()
         engine.close()
