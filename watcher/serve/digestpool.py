@@ -9,14 +9,14 @@ The worker holds no tokenizer (the model's vocabulary and llama.cpp cost it ~25 
 of the daemon at the knee). It estimates: a BPE tokenizer first splits text into pieces (a word
 with its leading space, a digit, a run of punctuation, whitespace: PIECES), and the region's
 sections arrive with their exact token counts, so the region's tokens per piece are known; a
-digest's pieces times that rate came within 0.94-1.01 of its real count on the shared trajectories
-(characters times the region's tokens per character: 0.84-1.04). The daemon counts the digest it
-gets back with the real tokenizer (a few hundred tokens: microseconds) and learns the estimate's
-bias (a digest's frame is not quite its region); when the digest is over the target, or more than
-REFIT under the estimate (smaller than it had room for), the worker fits it once more to a target
-corrected by that error, and the larger of the two that fits wins. On 80 trajectory regions at
-1/4 and 1/8: 16 fitted twice, none over the target, the digests a median 0.967 of the target
-(counted in the worker with the tokenizer: 0.989).
+digest's pieces times that rate were 0.94-1.01 of its real count on the shared trajectories
+(10th-90th percentiles; characters times the region's tokens per character: 0.84-1.04). The
+daemon counts the digest it gets back with the real tokenizer (a few hundred tokens: microseconds)
+and learns the estimate's bias (a digest's frame is not quite its region); when the digest is over
+the target, or more than REFIT under the estimate (smaller than it had room for), the worker fits
+it once more to a target corrected by that error, and the larger of the two that fits wins. On 80
+trajectory regions at 1/4 and 1/8: 16 fitted twice, none over the target, the digests a median
+0.967 of the target (counted in the worker with the tokenizer: 0.989).
 Without a model both sides count with the same character estimate, and nothing is corrected.
 It is started lazily, and if it dies the digest is computed on the loop instead (for RETRY_S; then
 a fresh worker is started).
@@ -154,16 +154,17 @@ class DigestPool:
         loop = asyncio.get_running_loop()
         if count is approx_tokens:
             return await loop.run_in_executor(self._ensure(), _digest, items, ref, target, None)
-        first = await loop.run_in_executor(self._ensure(), _digest, items, ref, target, self.bias)
+        bias = self.bias
+        first = await loop.run_in_executor(self._ensure(), _digest, items, ref, target, bias)
         best = replace(first, tokens=count(first.text))
         error = max(1, best.tokens) / max(1, first.tokens)
-        self.bias = min(BIAS_MAX, max(1 / BIAS_MAX, self.bias * error**BIAS_WEIGHT))
+        self.bias = min(BIAS_MAX, max(1 / BIAS_MAX, bias * error**BIAS_WEIGHT))
         if first.tokens * (1 - REFIT) <= best.tokens <= target:
             return best
         self.refits += 1  # aim the worker's estimate where the real count lands on the target
         again = await loop.run_in_executor(
-            self._ensure(), _digest, items, ref, max(1, int(target / error)), self.bias
-        )
+            self._ensure(), _digest, items, ref, max(1, int(target / error)), bias
+        )  # the first one's bias: the target already corrects for this digest's error
         second = replace(again, tokens=count(again.text))
         fits = [d for d in (best, second) if d.tokens <= target]
         return max(fits, key=lambda d: d.tokens) if fits else min((best, second), key=lambda d: d.tokens)
