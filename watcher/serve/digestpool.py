@@ -151,23 +151,26 @@ class DigestPool:
 
     async def _fitted(self, count: Callable[[str], int], items: list[Item], ref: str, target: int) -> Digest:
         """The worker's digest, counted for real here; fitted once more if its estimate was off."""
-        loop = asyncio.get_running_loop()
         if count is approx_tokens:
-            return await loop.run_in_executor(self._ensure(), _digest, items, ref, target, None)
+            return await self._in_worker(items, ref, target, None)
         bias = self.bias
-        first = await loop.run_in_executor(self._ensure(), _digest, items, ref, target, bias)
+        first = await self._in_worker(items, ref, target, bias)
         best = replace(first, tokens=count(first.text))
         error = max(1, best.tokens) / max(1, first.tokens)
         self.bias = min(BIAS_MAX, max(1 / BIAS_MAX, bias * error**BIAS_WEIGHT))
         if first.tokens * (1 - REFIT) <= best.tokens <= target:
             return best
         self.refits += 1  # aim the worker's estimate where the real count lands on the target
-        again = await loop.run_in_executor(
-            self._ensure(), _digest, items, ref, max(1, int(target / error)), bias
-        )  # the first one's bias: the target already corrects for this digest's error
+        # the first one's bias: the corrected target already answers for this digest's error
+        again = await self._in_worker(items, ref, max(1, int(target / error)), bias)
         second = replace(again, tokens=count(again.text))
         fits = [d for d in (best, second) if d.tokens <= target]
         return max(fits, key=lambda d: d.tokens) if fits else min((best, second), key=lambda d: d.tokens)
+
+    async def _in_worker(self, items: list[Item], ref: str, target: int, bias: float | None) -> Digest:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._ensure(), _digest, items, ref, target, bias
+        )
 
     def _shutdown(self) -> None:
         if self._pool is not None:

