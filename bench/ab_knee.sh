@@ -1,6 +1,7 @@
 #!/bin/bash
 # Side by side at the knee: the base tree (BASE_TREE) and this one, alternating, ROUNDS (default 3) runs
-# each of 200 agents replaying real trajectories with the model (NOMODEL=1: without), 60 s, seed = round.
+# each of AGENTS (default 200) agents replaying real trajectories with the model (NOMODEL=1: without),
+# 60 s, seed = round.
 # Each tree runs from its own directory with PYTHONPATH set to it (see ab_synthetic.sh). OUT: JSON folder.
 cd "$(dirname "$0")/.."
 here=$PWD
@@ -16,7 +17,7 @@ for r in $(seq 1 "${ROUNDS:-3}"); do
     echo "$r $v $(date -u +%T) $(cut -d' ' -f1 /proc/loadavg)"
     # shellcheck disable=SC2086  # T is a list of globs
     (cd "$pp" && PYTHONPATH=$pp timeout 900 "$here/.venv/bin/compactd" bench load --trajectories $T $flag \
-      --agents 200 --max-agents 200 --seconds 60 --seed "$r" --json "$out/$v-$r.json" > /dev/null 2>&1)
+      --agents "${AGENTS:-200}" --max-agents "${AGENTS:-200}" --seconds 60 --seed "$r" --json "$out/$v-$r.json" > /dev/null 2>&1)
   done
 done
 echo done $(date -u +%T)

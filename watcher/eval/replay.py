@@ -212,8 +212,10 @@ async def _score_canaries(link: AgentLink, traj: Trajectory, canaries: Sequence[
 
 
 def _regret(traj: Trajectory, run: Run) -> dict[str, Any]:
-    """The planner's regret (watcher.eval.regret): folded sections the agent referred to again."""
-    return dict(regret(traj.turns, run.removed).metrics())
+    """The planner's regret (watcher.eval.regret): folded sections the agent referred to again
+    (with their ids: which folds a policy regretted is what tells two runs apart)."""
+    r = regret(traj.turns, run.removed)
+    return dict(r.metrics()) | {"regretted_ids": list(r.regretted_ids)}
 
 
 def token_counter(model: bool) -> Callable[[str], int]:

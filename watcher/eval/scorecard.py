@@ -171,6 +171,9 @@ class Run:
             "regret": self.regret.get("regret") if self.regret else None,
             "regret_raw": self.regret.get("regret_raw") if self.regret else None,
         }
+        if self.regret:  # per trajectory: what was folded, what of it the agent needed again
+            out["compacted_sections"] = self.regret.get("compacted_sections", 0)
+            out["regretted_ids"] = list(self.regret.get("regretted_ids", ()))
         out |= self.nfr or pooled([])
         out["digest_methods"] = digest_methods([self])
         out |= self.engine.rates()

@@ -1,5 +1,8 @@
-"""What the scorer and the relevance models read from one section's text: its identifiers, its
-distinct lines (for redundancy) and, for BM25, its terms. Pure and cached per section by the scorer."""
+"""What the scorer and the relevance models read from one section's text: its identifiers, how many
+of its lines are distinct (for noise) and, for BM25, its terms. Pure and cached per section by the
+scorer, for every section of every agent's context: only the count of distinct lines is kept, not
+the lines' hashes (a set of them was 12.6 of the daemon's ~80 MB of Python objects at 200 agents,
+docs/BENCHMARKS.md "Where the knee's memory is")."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ _MIN_LINE = 8  # shorter lines (braces, blank-ish) say nothing about redundancy
 @dataclass(frozen=True, slots=True)
 class Features:
     idents: frozenset[str]
-    lines: frozenset[int]  # hashes of distinct normalized lines (digits folded)
+    distinct: int  # distinct normalized lines (digits folded) of at least _MIN_LINE characters
     line_count: int  # lines of at least _MIN_LINE characters
     terms: tuple[str, ...] = ()  # only computed for the bm25 method
 
@@ -27,7 +30,7 @@ class Features:
         """1.0 for text whose lines are all distinct, towards 0 for a few lines repeated."""
         if self.line_count < 4:
             return 1.0
-        return math.sqrt(len(self.lines) / self.line_count)
+        return math.sqrt(self.distinct / self.line_count)
 
 
 def features(text: str, with_terms: bool = False) -> Features:
@@ -40,6 +43,6 @@ def features(text: str, with_terms: bool = False) -> Features:
     win = window(text)
     lines = _LINES.split(win) if _OTHER_BREAKS.search(win) else win.splitlines()
     kept = [line for raw in lines if len(line := raw.strip()) >= _MIN_LINE]
-    hashes = frozenset(map(hash, _DIGITS.sub("#", "\n".join(kept)).split("\n"))) if kept else frozenset()
+    distinct = len(set(_DIGITS.sub("#", "\n".join(kept)).split("\n"))) if kept else 0
     words = tuple(terms(text)) if with_terms else ()
-    return Features(identifiers(text), hashes, len(kept), words)
+    return Features(identifiers(text), distinct, len(kept), words)

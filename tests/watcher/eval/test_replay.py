@@ -120,6 +120,12 @@ def test_policies_behave_as_designed(result: dict[str, Any]) -> None:
     assert agg["optimistic"]["overflow_turns"] == agg["reactive"]["overflow_turns"] == 0
     # the summarizer's speed comes from the daemon's STATUS
     assert any((a["summarizer_prefill_tps"] or 0) > 0 for a in agg.values())
+    # per trajectory, the regretted sections are named: as many as the regret says, each folded
+    for policy, r in result["policies"].items():
+        t = r["trajectories"]["pydicom__pydicom-1458"]
+        folded = t["compacted_sections"]
+        assert len(set(t["regretted_ids"])) == len(t["regretted_ids"]) <= folded, policy
+        assert t["regret"] == (round(len(t["regretted_ids"]) / folded, 4) if folded else 0.0), policy
 
 
 def test_plot_is_a_png(result: dict[str, Any]) -> None:

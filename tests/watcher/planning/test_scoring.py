@@ -195,14 +195,14 @@ def plain_identifiers(text: str) -> frozenset[str]:
 
 
 def plain_features(text: str) -> Features:
-    hashes: set[int] = set()
+    distinct: set[str] = set()
     count = 0
     for raw in re.split(r"[\r\n]+", ident_module.window(text)):
         line = raw.strip()
         if len(line) >= 8:
             count += 1
-            hashes.add(hash(re.sub(r"\d+", "#", line)))
-    return Features(plain_identifiers(text), frozenset(hashes), count)
+            distinct.add(re.sub(r"\d+", "#", line))
+    return Features(plain_identifiers(text), len(distinct), count)
 
 
 @settings(max_examples=300, deadline=None)
