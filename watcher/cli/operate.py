@@ -21,7 +21,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from watcher.runtime.paths import default_endpoint, default_state_dir
     from watcher.serve import heap
 
-    heap.limit_arenas()  # before any thread starts (watcher.serve.heap)
+    heap.configure()  # before any thread starts (watcher.serve.heap)
 
     def load() -> cfgmod.Config:  # at start and on every SIGHUP: the file, then the flags over it
         return apply_run_flags(cfgmod.load_effective(args.config), args)

@@ -67,7 +67,7 @@ def _die_with_parent(parent: int) -> None:
 def _init(parent: int) -> None:
     """Worker start: die with the daemon, ignore Ctrl-C (the daemon decides when to stop)."""
     _die_with_parent(parent)
-    heap.limit_arenas()
+    heap.configure()
     with contextlib.suppress(OSError):
         os.nice(WORKER_NICE)
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -8,7 +8,14 @@ each digest (``malloc_trim``: a region of megabytes comes and goes). At the knee
 replaying trajectories, the model loaded) this and a worker without a tokenizer took the processes'
 PSS from 431-436 MB to 389-392 MB (docs/BENCHMARKS.md, "Memory at the knee"); trimming the daemon
 as well every few seconds measured no lower, and is not done (it locks each arena while it walks
-it). Elsewhere (musl, macOS) both functions are no-ops: they are looked up, not assumed.
+it).
+
+Blocks of :data:`MMAP_THRESHOLD` or more are mapped on their own and unmapped when freed. glibc's
+default threshold rises to the size of the largest mapped block freed so far (up to 32 MB): after
+the first scoring batch's log-softmax temporaries (rows x vocabulary x 4 bytes, 25 MB each) are
+freed, the next ones come from an arena, which keeps their pages. A fixed threshold keeps them
+mapped: at 400 agents with the model, PSS 419.7 -> 385.6 MB (docs/BENCHMARKS.md, "Memory per
+agent"). Elsewhere (musl, macOS) these functions are no-ops: they are looked up, not assumed.
 """
 
 from __future__ import annotations
@@ -18,8 +25,10 @@ import ctypes.util
 import functools
 from typing import Final
 
-M_ARENA_MAX: Final = -8  # <malloc.h>
+M_MMAP_THRESHOLD: Final = -3  # <malloc.h>
+M_ARENA_MAX: Final = -8
 ARENAS: Final = 2
+MMAP_THRESHOLD: Final = 128 << 10  # bytes: glibc's initial threshold, held (1 MB measured no lower)
 
 
 @functools.cache
@@ -28,6 +37,21 @@ def _libc() -> ctypes.CDLL | None:
         return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
         return None
+
+
+def configure() -> bool:
+    """The daemon's and the worker's malloc settings, before any thread starts: at most
+    :data:`ARENAS` arenas, blocks of :data:`MMAP_THRESHOLD` or more mapped on their own. True if
+    the C library took both."""
+    return map_big_blocks() and limit_arenas()
+
+
+def map_big_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
+    """Blocks of ``threshold`` bytes or more are mapped on their own and given back when freed,
+    at a fixed threshold (glibc's would rise). True if the C library took it."""
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None)
+    return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, threshold) == 1)
 
 
 def limit_arenas(arenas: int = ARENAS) -> bool:

@@ -124,15 +124,19 @@ async def test_a_large_turn_while_the_model_works_cuts_the_model_off(
         high = link.high_watermark
         turns = iter(traj.turns)
         history: list[Section] = []
-        for turn in turns:  # the history, in one append, to 1 000-1 500 tokens under the high mark
-            if sum(s.tokens for s in history + turn) <= high - 1000:
+        for turn in turns:  # the history, in one append, to 2 000-2 500 tokens under the high mark
+            if sum(s.tokens for s in history + turn) <= high - 2000:
                 history += turn
-            if sum(s.tokens for s in history) >= high - 1500:
+            if sum(s.tokens for s in history) >= high - 2500:
                 break
         await link.append(*history, wait=True)
-        await asyncio.sleep(PACE_S)  # one turn at an agent's pace, to 300 under the mark: a job starts
+        # one turn at an agent's pace, to 1 100 under the mark: a job starts (the look-ahead plans at
+        # most 3/4 of the 2 400 between the watermarks early). What its time buys until the mark is
+        # a scoring slice of several hundred tokens: enough for the model to rank lines of the
+        # region (at 300 under the mark the slice was ~350 tokens, too few for any line of it)
+        await asyncio.sleep(PACE_S)
         note = "The agent reads the failing test again and decides where the parser goes wrong. "
-        prose = note * max(1, (high - 300 - link.context.tokens) // count(note))
+        prose = note * max(1, (high - 1100 - link.context.tokens) // count(note))
         await link.append(Section("turn-1", "assistant", prose, role="assistant", tokens=count(prose)))
         decided = await wait_event(daemon, "model_budget", within=30)
         assert decided["in_time"] and decided["limit"] == high, str(decided)  # never the reserve
