@@ -11,11 +11,13 @@ as well every few seconds measured no lower, and is not done (it locks each aren
 it).
 
 Blocks of :data:`MMAP_THRESHOLD` or more are mapped on their own and unmapped when freed. glibc's
-default threshold rises to the size of the largest mapped block freed so far (up to 32 MB): after
-the first scoring batch's log-softmax temporaries (rows x vocabulary x 4 bytes, 25 MB each) are
-freed, the next ones come from an arena, which keeps their pages. A fixed threshold keeps them
-mapped: at 400 agents with the model, PSS 419.7 -> 385.6 MB (docs/BENCHMARKS.md, "Memory per
-agent"). Elsewhere (musl, macOS) these functions are no-ops: they are looked up, not assumed.
+default threshold rises to the size of the largest mapped block freed so far (up to 32 MB), so once
+a big block has come and gone (scoring's log-softmax buffer, 32 rows x vocabulary x 4 bytes = 6.3 MB
+per call; a region's joined text; a large decoded frame), later blocks of that size come from an
+arena or the heap, which keep their pages. A fixed threshold keeps them mapped: at 400 agents with
+the model, PSS 419.7 -> 385.6 MB (docs/BENCHMARKS.md, "Memory per agent"; which of those blocks
+gave how much was not measured). Elsewhere (musl, macOS) these functions are no-ops: they are
+looked up, not assumed.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ def configure() -> bool:
     """The daemon's and the worker's malloc settings, before any thread starts: at most
     :data:`ARENAS` arenas, blocks of :data:`MMAP_THRESHOLD` or more mapped on their own. True if
     the C library took both."""
-    return map_big_blocks() and limit_arenas()
+    mapped = map_big_blocks()
+    limited = limit_arenas()  # both, whatever the first returned
+    return mapped and limited
 
 
 def map_big_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
