@@ -41,6 +41,12 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
+def _mallopt(param: int, value: int) -> bool:
+    """``mallopt(param, value)``; True if the C library has it and took the value."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    return bool(mallopt is not None and mallopt(param, value) == 1)
+
+
 def configure() -> bool:
     """The daemon's and the worker's malloc settings, before any thread starts: at most
     :data:`ARENAS` arenas, blocks of :data:`MMAP_THRESHOLD` or more mapped on their own. True if
@@ -53,17 +59,13 @@ def configure() -> bool:
 def map_big_blocks(threshold: int = MMAP_THRESHOLD) -> bool:
     """Blocks of ``threshold`` bytes or more are mapped on their own and given back when freed,
     at a fixed threshold (glibc's would rise). True if the C library took it."""
-    libc = _libc()
-    mallopt = getattr(libc, "mallopt", None)
-    return bool(mallopt is not None and mallopt(M_MMAP_THRESHOLD, threshold) == 1)
+    return _mallopt(M_MMAP_THRESHOLD, threshold)
 
 
 def limit_arenas(arenas: int = ARENAS) -> bool:
     """At most ``arenas`` malloc arenas for the whole process. Call it before threads start (an
     arena a thread already has stays). True if the C library took it."""
-    libc = _libc()
-    mallopt = getattr(libc, "mallopt", None)
-    return bool(mallopt is not None and mallopt(M_ARENA_MAX, arenas) == 1)
+    return _mallopt(M_ARENA_MAX, arenas)
 
 
 def trim() -> bool:

@@ -7,14 +7,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
-PROBE = """
-import random
-from watcher.serve import heap
-
+RSS = """
 def rss_kb():
     for line in open("/proc/self/status"):
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
+"""
+
+PROBE = (
+    RSS
+    + """
+import random
+from watcher.serve import heap
 
 assert heap.limit_arenas(2)
 keep, blocks = [], [bytes(random.randint(600, 5000)) for _ in range(60_000)]
@@ -26,6 +30,7 @@ before = rss_kb()
 freed = heap.trim()
 print(before, rss_kb(), freed)
 """
+)
 
 
 def test_a_trim_returns_the_free_middle_of_the_heap() -> None:
@@ -36,14 +41,11 @@ def test_a_trim_returns_the_free_middle_of_the_heap() -> None:
     assert int(before) - int(after) > 20_000, out.stdout  # kB (35 MB here, of ~110 MB freed in small runs)
 
 
-BIG = """
+BIG = (
+    RSS
+    + """
 import sys
 from watcher.serve import heap
-
-def rss_kb():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
 
 if sys.argv[1] == "configured":
     assert heap.configure()
@@ -55,6 +57,7 @@ before = rss_kb()
 del big
 print(before - rss_kb())
 """
+)
 
 
 def test_with_the_daemons_settings_a_big_block_goes_back_when_freed() -> None:
