@@ -40,6 +40,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from summarizer import gist
 from summarizer.compress import binary_like, head_tail, rankable
@@ -52,6 +53,8 @@ from summarizer.names import ranked_names
 from summarizer.safety import redact
 from summarizer.select import NEUTRAL_PREFIX, SCORE_MAX_TOKENS, rank_sections
 from summarizer.tokenizer import LineCounts
+
+_R = TypeVar("_R")
 
 __all__ = [
     "PROSE_KINDS",
@@ -101,6 +104,16 @@ def approx_tokens(text: str) -> int:
     return len(text) // 3 + 1
 
 
+def _facts_of(items: Sequence[Item], target_tokens: int) -> tuple[tuple[str, ...], FactPicker]:
+    """The region's ranked names and its key-fact picker. Facts come from the region without its
+    instruction-like lines (they stay quoted in the digest); binary-like sections are no source of
+    facts (compress shows them as a note)."""
+    source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
+    names = ranked_names(items)
+    skip = frozenset({"identifier"}) if names else frozenset()  # the names line carries them, compactly
+    return names, FactPicker(redact(source), target_tokens, skip)
+
+
 class Summarizer:
     """Writes digests; owns the model engine's health (degraded, backoff, reload)."""
 
@@ -115,6 +128,7 @@ class Summarizer:
         score_max_tokens: int = SCORE_MAX_TOKENS,
         gists: bool = False,
         ranking: str = "all",
+        off_loop: bool = True,
     ) -> None:
         if ranking not in RANKINGS:
             raise ValueError(f"ranking must be one of {RANKINGS}")
@@ -123,6 +137,10 @@ class Summarizer:
         self.score_max_tokens = score_max_tokens
         self.write_gists = gists
         self.ranking = ranking  # "all": every section cut to fit; "logs": logs and test runs only
+        # the CPU-bound parts of a digest (facts, rendering, token counts: 10-100 ms for a large
+        # region) run in a thread, so that the caller's event loop serves its other clients
+        # meanwhile (it gets the GIL back every switch interval); off in a process of its own
+        self.off_loop = off_loop
         self.settings = settings or (engine.settings if engine else None)
         self._own_count = count is None  # count with the engine's tokenizer (follows reloads)
         self.count: Callable[[str], int] = count or (engine.count_tokens if engine else approx_tokens)
@@ -228,20 +246,20 @@ class Summarizer:
         if not items:
             raise ValueError("a digest needs at least one section")
         before = sum(i.tokens for i in items)
-        # facts come from the region without its instruction-like lines (they stay quoted below)
-        # (binary-like sections are no source of facts: compress shows them as a note)
-        source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
-        names = ranked_names(items)
-        skip = frozenset({"identifier"}) if names else frozenset()  # the names line carries them, compactly
-        facts = FactPicker(redact(source), target_tokens, skip)
+        names, facts = await self._off(_facts_of, items, target_tokens)
         renderers = Renderers(ref)  # each section prepared once for the whole size search
         failures = self.model_failures
-        rules = self._fit(items, renderers, before, facts, (), target_tokens, names)  # the rules alone
+        # the rules alone
+        rules = await self._off(self._fit, items, renderers, before, facts, (), target_tokens, names)
         scoring, skipped = await self._rank(items, renderers, rules.cut, self.score_cap(model_tokens))
         gists, gens, rejected = await self._gists(items, target_tokens) if self.write_gists else ((), [], [])
         if self.model_failures > failures and skipped not in rejected:  # (model_note: model_failed)
             rejected.insert(0, skipped)
-        fit = self._fit(items, renderers, before, facts, (), target_tokens, names) if scoring else rules
+        fit = (
+            await self._off(self._fit, items, renderers, before, facts, (), target_tokens, names)
+            if scoring
+            else rules
+        )
         if not fit.model_lines:  # the model's ranks changed nothing the rules would not show
             fit = rules
         model_lines, ranked_lines = fit.model_lines, fit.ranked_lines
@@ -251,7 +269,7 @@ class Summarizer:
         if scoring and not model_lines:
             skipped = "nothing ranked was shown"
         if gists:
-            gisted = self._fit(items, renderers, before, facts, gists, target_tokens, names)
+            gisted = await self._off(self._fit, items, renderers, before, facts, gists, target_tokens, names)
             text_m, tokens_m, facts_m = gisted.text, gisted.tokens, gisted.facts
             lost = set(det_facts) - set(facts_m)
             if tokens_m >= before or (tokens_m > target_tokens and tokens_m > det_tokens):
@@ -281,6 +299,10 @@ class Summarizer:
             ranked_lines=ranked_lines if method == "model" else 0,
             model_skipped="" if method == "model" else skipped or "; ".join(rejected),
         )
+
+    async def _off(self, fn: Callable[..., _R], *args: Any) -> _R:
+        """``fn(*args)`` in a thread where ``off_loop`` says so, else here."""
+        return await asyncio.to_thread(fn, *args) if self.off_loop else fn(*args)
 
     def _fit(
         self,

@@ -2,9 +2,10 @@
 
 The daemon's last resort when a compaction cannot be done in time any other way (graceful
 degradation under load, watcher.serve.degrade): no fact extraction, no compressors, no model, so it
-costs about a millisecond on the event loop for a region of tens of thousands of tokens. Every
-character after the header is a quote of the region (defanged: chat-template markers and fake
-digest headers are broken, summarizer.safety), indented under a line that says it is quoted data.
+costs a few milliseconds for a region of tens of thousands of tokens (in a thread, as
+Summarizer.off_loop says). Every character after the header is a quote of the region (defanged:
+chat-template markers and fake digest headers are broken, summarizer.safety), indented under a line
+that says it is quoted data.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class HeadTailSummarizer(Summarizer):
     async def digest(
         self, items: Sequence[Item], ref: str, target_tokens: int, *, model_tokens: int | None = None
     ) -> Digest:
+        return await self._off(self._headtail, items, ref, target_tokens)
+
+    def _headtail(self, items: Sequence[Item], ref: str, target_tokens: int) -> Digest:
         if not items:
             raise ValueError("a digest needs at least one section")
         before = sum(i.tokens for i in items)

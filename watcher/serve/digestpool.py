@@ -92,7 +92,7 @@ def _digest(items: list[Item], ref: str, target_tokens: int, bias: float | None)
             return math.ceil(len(PIECES.findall(text)) * rate)
 
     try:
-        return asyncio.run(Summarizer(None, count=count).digest(items, ref, target_tokens))
+        return asyncio.run(Summarizer(None, count=count, off_loop=False).digest(items, ref, target_tokens))
     finally:
         heap.trim()  # the region's strings are freed: their pages go back (this process's own)
 
@@ -155,7 +155,8 @@ class DigestPool:
             return await self._in_worker(items, ref, target, None)
         bias = self.bias
         first = await self._in_worker(items, ref, target, bias)
-        best = replace(first, tokens=count(first.text))
+        # counted in a thread: the tokenizer (llama.cpp, the GIL released) takes ms for a large digest
+        best = replace(first, tokens=await asyncio.to_thread(count, first.text))
         error = max(1, best.tokens) / max(1, first.tokens)
         self.bias = min(BIAS_MAX, max(1 / BIAS_MAX, bias * error**BIAS_WEIGHT))
         if first.tokens * (1 - REFIT) <= best.tokens <= target:
@@ -163,7 +164,7 @@ class DigestPool:
         self.refits += 1  # aim the worker's estimate where the real count lands on the target
         # the first one's bias: the corrected target already answers for this digest's error
         again = await self._in_worker(items, ref, max(1, int(target / error)), bias)
-        second = replace(again, tokens=count(again.text))
+        second = replace(again, tokens=await asyncio.to_thread(count, again.text))
         fits = [d for d in (best, second) if d.tokens <= target]
         return max(fits, key=lambda d: d.tokens) if fits else min((best, second), key=lambda d: d.tokens)
 

@@ -63,6 +63,7 @@ class Archive:
                     for (pos, sid, kind, attrs, sha), text in zip(enc.rows, enc.texts, strict=True)
                 ],
             )
+        self._db.archived()  # the search index follows, off the loop (watcher.store.fts)
         self._retention.added(enc.bytes)
 
     def entry(self, agent: str, ref: str) -> ArchiveEntry | None:
@@ -117,11 +118,10 @@ class Archive:
         """Archived sections of ``agent`` whose text contains ``query`` (ASCII case-insensitive),
         newest first; returns (hits, more). How: watcher.store.search."""
         needle = searching.ascii_lower(query)
-        sql, args = searching.statement(self._db, agent, needle, session)
-        rows = self._db.conn.execute(sql + " LIMIT ? OFFSET ?", [*args, limit + 1, offset])
+        rows = searching.rows(self._db, agent, needle, session, offset, limit + 1)
         hits = [
             Hit(ref, sess, pos, sid, kind, at, searching.snippet(text, needle, len(query), context_chars))
-            for ref, sess, pos, sid, kind, at, text in rows
+            for ref, sess, pos, sid, kind, at, text, _seq in rows
         ]
         return hits[:limit], len(hits) > limit
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from watcher.store.fts import Indexer, index_all
 from watcher.store.records import CorruptError, StoreError
 from watcher.store.schema import migrate
 from watcher.store.wal import Checkpointer
@@ -41,11 +42,15 @@ class Database:
         self.clock = clock
         self.lock_fd = lock_fd
         self.checkpointer: Checkpointer | None = None  # (open(): the WAL is checkpointed off the loop)
+        self.indexer: Indexer | None = None  # (open(): archived texts are indexed off the loop)
+        self.index_inline = False  # no indexer thread could be had: archived() indexes (memory())
         self.commits = 0
         self.syncs = 0
         self.sync_points = True  # fsync the points of no return at level normal (see tx)
         # v2 indexes the archive's texts (FTS5); a read-only view of an older file scans instead
         self.has_fts = self.scalar("SELECT 1 FROM sqlite_master WHERE name = 'originals_fts'") == 1
+        # v3: the index holds the rows up to fts_indexed's mark, search scans those after it
+        self.fts_mark = self.scalar("SELECT 1 FROM sqlite_master WHERE name = 'fts_indexed'") == 1
 
     @classmethod
     def open(
@@ -82,6 +87,11 @@ class Database:
                 migrate(conn, str(p))
                 db = cls(conn, str(p), synchronous=synchronous, lock_fd=lock_fd, clock=clock)
                 db.checkpointer = Checkpointer.start(conn, str(p), synchronous)
+                ckpt = db.checkpointer
+                db.indexer = Indexer.start(
+                    str(p), synchronous, ckpt.committed_on if ckpt is not None else None
+                )
+                db.index_inline = db.indexer is None
             except BaseException:
                 conn.close()
                 raise
@@ -104,9 +114,28 @@ class Database:
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys = ON")
         migrate(conn, ":memory:")
-        return cls(conn, ":memory:", clock=clock)
+        db = cls(conn, ":memory:", clock=clock)
+        db.index_inline = True  # a second connection cannot see this database
+        return db
+
+    def archived(self) -> None:
+        """After an archive insert commits: its texts go into the search index, from the indexer's
+        thread, or here and now where there can be none (an in-memory database). Rows left
+        unindexed (a crash, a stopped indexer) are found by search all the same, and indexed by
+        the next daemon's indexer."""
+        if self.indexer is not None:
+            self.indexer.poke()
+        elif self.index_inline and self.fts_mark:
+            index_all(self.conn)
+
+    def wait_indexed(self, timeout_s: float = 30.0) -> bool:
+        """Block until every text archived so far is in the search index (tests, tools)."""
+        return self.indexer is None or self.indexer.wait_idle(timeout_s)
 
     def close(self) -> None:
+        if self.indexer is not None:
+            self.indexer.close()
+            self.indexer = None
         if self.checkpointer is not None:
             self.checkpointer.close()
             self.checkpointer = None

@@ -11,6 +11,11 @@ is refused rather than misread.
   by triggers on ``originals`` (inserts, evictions, cascading deletes). The triggers call an SQL
   function compactd registers on its connections (``compactd_fts_text``): another program may
   read the file, but must not write ``originals``.
+* v3 — the index is no longer written inside the archive's insert: ``fts_indexed`` holds the last
+  originals row ``(seq, pos)`` indexed, and watcher.store.fts indexes the rows after it from a
+  thread (the insert trigger is gone: moving the mark forward indexes the rows it passes, by a
+  trigger); the delete and update triggers touch the index only for rows up to that mark.
+  Search reads the index up to the mark and scans the rows after it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Final
 
 from watcher.store.records import StoreError
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _V1: Final = """
 CREATE TABLE meta (
@@ -165,6 +170,42 @@ END;
 INSERT INTO originals_fts(rowid, text) SELECT {fts_rowid()}, compactd_fts_text(text) FROM originals;
 """
 
+# Rows up to fts_indexed's (seq, pos) are in the index: indexed in that order by watcher.store.fts,
+# and an archive seq is never reused (AUTOINCREMENT), so a row inserted later sorts after the mark.
+_INDEXED: Final = "(SELECT seq, pos FROM fts_indexed)"
+_V3: Final = f"""
+CREATE TABLE fts_indexed (
+    one INTEGER PRIMARY KEY CHECK (one = 1),
+    seq INTEGER NOT NULL,
+    pos INTEGER NOT NULL
+);
+INSERT INTO fts_indexed(one, seq, pos)
+SELECT 1, COALESCE(MAX(seq), 0), COALESCE((SELECT MAX(pos) FROM originals o
+    WHERE o.seq = (SELECT MAX(seq) FROM originals)), 0) FROM originals;
+-- advancing the mark indexes the rows it passes: one UPDATE statement, so the indexer holds the
+-- write lock only inside SQLite (the GIL released), never while it waits for the GIL or the CPU
+CREATE TRIGGER fts_indexed_advance AFTER UPDATE ON fts_indexed BEGIN
+    INSERT INTO originals_fts(rowid, text)
+    SELECT {fts_rowid()},
+        CASE WHEN instr(CAST(text AS BLOB), x'00') > 0 THEN compactd_fts_text(text) ELSE text END
+    FROM originals WHERE (seq, pos) > (old.seq, old.pos) AND (seq, pos) <= (new.seq, new.pos);
+END;
+DROP TRIGGER originals_fts_insert;
+DROP TRIGGER originals_fts_delete;
+DROP TRIGGER originals_fts_update;
+CREATE TRIGGER originals_fts_delete AFTER DELETE ON originals
+WHEN (old.seq, old.pos) <= {_INDEXED} BEGIN
+    INSERT INTO originals_fts(originals_fts, rowid, text)
+    VALUES ('delete', {fts_rowid("old.")}, compactd_fts_text(old.text));
+END;
+CREATE TRIGGER originals_fts_update AFTER UPDATE OF text ON originals
+WHEN (old.seq, old.pos) <= {_INDEXED} BEGIN
+    INSERT INTO originals_fts(originals_fts, rowid, text)
+    VALUES ('delete', {fts_rowid("old.")}, compactd_fts_text(old.text));
+    INSERT INTO originals_fts(rowid, text) VALUES ({fts_rowid("new.")}, compactd_fts_text(new.text));
+END;
+"""
+
 _ID_NUMBER: Final = re.compile(r"(\d+)$")
 
 
@@ -193,10 +234,15 @@ def _seed_ids(db: sqlite3.Connection) -> None:
     db.execute("UPDATE ids SET last = ? WHERE one = 1", (stored_floor(db) - 1,))
 
 
+def _nothing(db: sqlite3.Connection) -> None:
+    """v3 is SQL only."""
+
+
 # (version, SQL script, Python step): applied in order, each in one transaction with its user_version bump.
 MIGRATIONS: Final[tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], ...]] = (
     (1, _V1, _created),
     (2, _V2, _seed_ids),
+    (3, _V3, _nothing),
 )
 
 
@@ -206,12 +252,18 @@ def fts_text(text: str) -> str:
     return text.replace("\x00", " ") if "\x00" in text else text
 
 
+def register_functions(db: sqlite3.Connection) -> None:
+    """The SQL function the index triggers call (``compactd_fts_text``): on every connection that
+    writes the store."""
+    db.create_function("compactd_fts_text", 1, fts_text, deterministic=True)
+
+
 def migrate(db: sqlite3.Connection, where: str) -> int:
     """Bring the schema to SCHEMA_VERSION; returns the version found. StoreError if it is newer.
 
     Every connection that writes the store comes here first: it also registers the SQL function
-    the v2 triggers call (``compactd_fts_text``)."""
-    db.create_function("compactd_fts_text", 1, fts_text, deterministic=True)
+    the triggers call (register_functions)."""
+    register_functions(db)
     found = int(db.execute("PRAGMA user_version").fetchone()[0])
     if found > SCHEMA_VERSION:
         raise StoreError(

@@ -10,6 +10,10 @@ the page fills from the newest ones; older entries are not searched); so is a lo
 trigram holds a NUL character (the index holds NULs as spaces). A read-only view of a file not yet
 migrated to v2 (no index) scans everything, as before the index.
 
+The index follows the archive (schema v3, watcher.store.fts): it holds the rows up to a mark, and
+the rows archived after it, not indexed yet (a few, for a moment), are scanned in the same
+statement, so a section is found as soon as it is archived.
+
 Cost: without positions the index stays small (~70 % of the text's size; with them, ~3x), but a
 query made of common trigrams (two frequent words) has most sections as candidates and costs
 about what the scan did; a query with one rare part is answered from the index alone.
@@ -26,7 +30,7 @@ SHORT_QUERY_ENTRIES: Final = 2000
 MAX_TRIGRAMS: Final = 32  # of a long query: enough to be selective (every candidate is checked anyway)
 
 _LOWER: Final = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-_COLUMNS: Final = "a.ref, o.session, o.pos, o.section_id, o.kind, a.created, o.text"
+_COLUMNS: Final = "a.ref, o.session, o.pos, o.section_id, o.kind, a.created, o.text, o.seq"
 
 
 def ascii_lower(s: str) -> str:
@@ -43,9 +47,38 @@ def match_expression(needle: str) -> str:
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in grams)
 
 
+def rows(
+    db: Database, agent: str, needle: str, session: str | None, offset: int, limit: int
+) -> list[tuple[Any, ...]]:
+    """``agent``'s sections containing ``needle`` (ASCII-lowercased), newest first: ``limit`` rows
+    from ``offset``, each ``(ref, session, pos, section_id, kind, created, text, seq)``.
+
+    Where the index answers (schema v3), it holds the rows up to ``fts_indexed``'s mark and the
+    rows after it (archived, not indexed yet: watcher.store.fts) are scanned; both in one statement
+    (one snapshot: a row the indexer takes meanwhile is seen once), merged here in the order of
+    the scan (seq descending, then position)."""
+    sql, args = statement(db, agent, needle, session)
+    if not (db.has_fts and db.fts_mark and match_expression(needle)):
+        return db.conn.execute(sql + " LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+    tail = (
+        f"SELECT {_COLUMNS} FROM originals o JOIN archive a ON a.seq = o.seq "
+        "WHERE (o.seq, o.pos) > (SELECT seq, pos FROM fts_indexed) "
+        "AND o.agent = ? AND instr(lower(o.text), ?) > 0"
+    )
+    tail_args: list[Any] = [agent, needle]
+    if session is not None:
+        tail += " AND o.session = ?"
+        tail_args.append(session)
+    both = f"SELECT * FROM ({sql} LIMIT ?) UNION ALL SELECT * FROM ({tail})"
+    found = db.conn.execute(both, [*args, offset + limit, *tail_args]).fetchall()
+    found.sort(key=lambda r: (-r[7], r[2]))
+    return found[offset : offset + limit]
+
+
 def statement(db: Database, agent: str, needle: str, session: str | None) -> tuple[str, list[Any]]:
     """The SELECT of ``agent``'s sections containing ``needle`` (ASCII-lowercased), newest first,
-    without its LIMIT and OFFSET; its rows are ``(ref, session, pos, section_id, kind, created, text)``."""
+    without its LIMIT and OFFSET; its rows are ``(ref, session, pos, section_id, kind, created, text,
+    seq)``. Through the index (schema v3): only the rows indexed so far (:func:`rows` adds the rest)."""
     match = match_expression(needle) if db.has_fts else ""
     args: list[Any]
     if match:

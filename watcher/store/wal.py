@@ -63,15 +63,29 @@ class Checkpointer:
         """After a commit (a stat: ~2 µs). Should the thread fall behind (its checkpoint completes
         only if no commit comes while it copies), at WAL_INLINE_FACTOR times the size the daemon's
         connection checkpoints itself, as SQLite's automatic checkpoint would have."""
-        try:
-            size = os.stat(self.wal).st_size
-        except OSError:
-            return
-        if size >= WAL_CHECKPOINT_BYTES:
-            self._wake.set()
+        size = self.due()
         if size >= WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES:
             with self._running, contextlib.suppress(sqlite3.Error):  # after the thread's checkpoint
                 self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self.inline += 1
+
+    def due(self) -> int:
+        """Wake the thread if the WAL has grown past WAL_CHECKPOINT_BYTES; the WAL's size (0 if
+        unknown)."""
+        try:
+            size = os.stat(self.wal).st_size
+        except OSError:
+            return 0
+        if size >= WAL_CHECKPOINT_BYTES:
+            self._wake.set()
+        return size
+
+    def committed_on(self, conn: sqlite3.Connection) -> None:
+        """After a commit on another thread's connection (the search indexer's): as :meth:`poke`,
+        the inline checkpoint run on that connection, off the event loop."""
+        if self.due() >= WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES:
+            with self._running, contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 self.inline += 1
 
     def _main(self) -> None:

@@ -105,6 +105,7 @@ def test_the_index_loses_what_eviction_and_deletes_remove(tmp_path: Path) -> Non
     store.proposals.record("a", "default", p, "deterministic")
     store.proposals.transition("a", "p4", "sent")
     store.proposals.transition("a", "p4", "acked")
+    assert store.database.wait_indexed()
     assert fts_rows(store, "needle") == 3
     ev = store.retention.enforce(now=store.database.clock() + 3 * 86400)  # a1 evicted (a tombstone stays)
     assert ev.by_age == 1 and store.archive.entry("a", "a1") is not None
@@ -152,7 +153,8 @@ def test_a_v1_file_is_migrated_and_searches(tmp_path: Path) -> None:
     assert [h.ref for h in old.archive.search("a", "error")[0]] == ["a7"]
     old.db.close()
     store = open_store(tmp_path)
-    assert store.schema_version == SCHEMA_VERSION == 2 and store.database.has_fts
+    assert store.schema_version == SCHEMA_VERSION == 3 and store.database.has_fts
+    assert store.db.execute("SELECT seq, pos FROM fts_indexed").fetchone() == (2, 0)  # v2 indexed them
     assert fts_rows(store, "traceback") == 1
     assert [h.ref for h in store.archive.search("a", "ERROR: DISK")[0]] == ["a7"]
     assert [h.ref for h in store.archive.search("a", "old")[0]] == ["a7", "a3"]
