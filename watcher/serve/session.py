@@ -23,6 +23,7 @@ from watcher.planning.policies import Policy, policy_for
 from watcher.planning.scoring import Scorer
 
 PREPARE_SLICE_S = 0.002  # features computed per turn of the event loop before a plan (prepare_plan)
+BIG_SECTION_CHARS = 16384  # a section whose features prepare_plan computes in a thread
 
 
 @dataclass
@@ -161,7 +162,13 @@ async def prepare_plan(state: Session, slice_s: float = PREPARE_SLICE_S) -> None
     """Compute the scoring features of the sections the agent's scorer has not seen, a slice of
     about ``slice_s`` at a time, yielding to the event loop between slices: a fresh 100-section
     context costs ~10 ms of features, which would otherwise hold up every agent's deltas in one
-    go. The plan that follows is the same with or without this (watcher.planning.scoring.Scorer)."""
+    go. A section of more than BIG_SECTION_CHARS (a long tool output: tens of milliseconds alone,
+    more than any slice) is done in a thread first, as the plan is (the agent's scorer is used
+    only by its own job, one at a time). The plan that follows is the same with or without this
+    (watcher.planning.scoring.Scorer)."""
+    big = [s for s in state.scorer.missing(list(state.ctx)) if len(s.text) > BIG_SECTION_CHARS]
+    if big:
+        await asyncio.to_thread(state.scorer.prepare, big)
     left = state.scorer.prepare(list(state.ctx), slice_s)
     while left:
         await asyncio.sleep(0)  # one turn of the loop: the frames that came meanwhile are served

@@ -286,3 +286,28 @@ async def test_features_are_prepared_a_slice_at_a_time_between_turns_of_the_loop
     assert state.scorer.missing(secs) == []
     assert turns >= len(secs) - 2  # the loop ran between the slices
     assert state.scorer.scores(secs) == Scorer().scores(secs)
+
+
+async def test_a_long_section_is_prepared_off_the_loop() -> None:
+    """One tool output of 300 kB is more than any slice: its features are computed in a thread,
+    and the loop turns meanwhile (on the loop, with nothing else to prepare, it would not)."""
+    text = "\n".join(f"{i} Traceback at /srv/app/mod_{i % 50}.py:{i} in handler_{i % 9}" for i in range(6000))
+    big = Section("big", "tool_result", text, tokens=len(text) // 4)
+    small = Section("small", "user", "fix the failing test in mod_3", tokens=8)
+    state = Session("a", "s", b"peer", Watermarks(200000, 0.15, 0.6), ctx=Context([small, big]))
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
+
+    counter = asyncio.create_task(count_turns())
+    await asyncio.sleep(0)
+    turns = 0
+    await prepare_plan(state)
+    counter.cancel()
+    assert state.scorer.missing([small, big]) == []
+    assert turns >= 1
+    assert state.scorer.scores([small, big]) == Scorer().scores([small, big])
