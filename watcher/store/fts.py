@@ -3,7 +3,8 @@
 FTS5's trigram tokenizer indexes every position of a text: ~40 µs per KB here (a 600 KB tool
 output, 25 ms). Until schema v3 a trigger indexed each archived text inside the archive's insert,
 on the daemon's event loop, and under load that was the largest share of the loop's long stalls
-(400 agents: most callbacks over 15 ms, the ingest p99 over its goal; docs/BENCHMARKS.md).
+(400 agents: 150 of the 157 callbacks over 15 ms in a minute, the ingest p99 over its goal;
+docs/BENCHMARKS.md).
 
 Since v3 an archive insert writes only the rows (~1 ms for 600 KB); the index follows:
 
@@ -32,7 +33,7 @@ from typing import Final
 
 from watcher.store.schema import register_functions
 
-SLICE_BYTES: Final = 64 << 10  # characters of text indexed per transaction (at least one row)
+SLICE_BYTES: Final = 64 << 10  # bytes of text indexed per transaction (at least one row)
 SLICE_ROWS: Final = 256
 RETRY_S: Final = 1.0  # after an error (the database busy past its timeout): try again this much later
 
@@ -49,8 +50,8 @@ def index_slice(conn: sqlite3.Connection, max_bytes: int = SLICE_BYTES, max_rows
     The slice is chosen by a read; the write is one statement in autocommit: moving the mark
     (``fts_indexed``) forward, whose trigger (schema v3) indexes the rows it passes. So the write
     lock is taken, the texts indexed and the transaction committed inside one call into SQLite,
-    with the GIL released: the daemon's connection waits at most for SQLite's own work, never for
-    this thread to be scheduled or to get the GIL back."""
+    with the GIL released: the daemon's connection waits for SQLite's own work, not for this thread
+    to get the GIL back between statements."""
     last: tuple[int, int] | None = None
     rows = size = 0
     for seq, pos, nbytes in conn.execute(_SIZES, (max_rows,)).fetchall():

@@ -9,8 +9,9 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,6 +110,24 @@ async def test_defaults_run_model_jobs_without_stalls(
     assert any(e["in_time"] for e in log_events(daemon, "model_budget")), why
 
 
+async def model_job_planned(
+    daemon: DaemonProcess, link: AgentLink, note: str, count: Callable[[str], int], high: int
+) -> dict[str, Any]:
+    """The first ``model_budget`` event. How early the look-ahead plans follows the model's cost
+    measured at warm-up (a busy machine measures it slower, and a model job that would start more
+    than 3/4 of the way between the watermarks plans as late as a deterministic one): where a turn
+    leaves the context short of that trigger, the agent's next turns (~150 tokens each, at its
+    pace) bring it there, as they would in use."""
+    step = note * max(1, 150 // count(note))
+    for k in range(12):
+        with contextlib.suppress(AssertionError):
+            return await wait_event(daemon, "model_budget", within=PACE_S)
+        if link.context.tokens + count(step) > high - 400:  # the model's time would buy too little
+            break
+        await link.append(Section(f"turn-{k + 2}", "assistant", step, role="assistant", tokens=count(step)))
+    return await wait_event(daemon, "model_budget", within=30)
+
+
 @pytest.mark.slow
 async def test_a_large_turn_while_the_model_works_cuts_the_model_off(
     default_daemon: DaemonProcess, trajectories: Path, model_path: str
@@ -138,7 +157,7 @@ async def test_a_large_turn_while_the_model_works_cuts_the_model_off(
         note = "The agent reads the failing test again and decides where the parser goes wrong. "
         prose = note * max(1, (high - 1100 - link.context.tokens) // count(note))
         await link.append(Section("turn-1", "assistant", prose, role="assistant", tokens=count(prose)))
-        decided = await wait_event(daemon, "model_budget", within=30)
+        decided = await model_job_planned(daemon, link, note, count, high)
         assert decided["in_time"] and decided["limit"] == high, str(decided)  # never the reserve
         text = "Output line of a long build log with nothing new in it.\n" * 40
         lines = -(-(decided["limit"] - link.context.tokens) // count(text))
