@@ -63,11 +63,7 @@ class Checkpointer:
         """After a commit (a stat: ~2 µs). Should the thread fall behind (its checkpoint completes
         only if no commit comes while it copies), at WAL_INLINE_FACTOR times the size the daemon's
         connection checkpoints itself, as SQLite's automatic checkpoint would have."""
-        size = self.due()
-        if size >= WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES:
-            with self._running, contextlib.suppress(sqlite3.Error):  # after the thread's checkpoint
-                self.db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-                self.inline += 1
+        self.committed_on(self.db)
 
     def due(self) -> int:
         """Wake the thread if the WAL has grown past WAL_CHECKPOINT_BYTES; the WAL's size (0 if
@@ -81,10 +77,10 @@ class Checkpointer:
         return size
 
     def committed_on(self, conn: sqlite3.Connection) -> None:
-        """After a commit on another thread's connection (the search indexer's): as :meth:`poke`,
-        the inline checkpoint run on that connection, off the event loop."""
+        """After a commit on ``conn`` (the daemon's, or the search indexer's, whose inline checkpoint
+        then runs off the event loop): :meth:`poke`'s work."""
         if self.due() >= WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES:
-            with self._running, contextlib.suppress(sqlite3.Error):
+            with self._running, contextlib.suppress(sqlite3.Error):  # after the thread's checkpoint
                 conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
                 self.inline += 1
 
