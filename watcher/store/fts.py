@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Final
 
 from watcher.store.schema import register_functions
+from watcher.store.wal import second_connection
 
 SLICE_BYTES: Final = 64 << 10  # bytes of text indexed per transaction (at least one row)
 SLICE_ROWS: Final = 256
@@ -106,12 +107,10 @@ class Indexer:
         """None if the second connection cannot be had (the caller then indexes inline). Where the
         WAL is checkpointed by a thread (watcher.store.wal), ``committed`` tells it of each slice
         and this connection's own automatic checkpoints are off, as the daemon's are."""
-        try:
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-        except sqlite3.Error:
+        conn = second_connection(path, synchronous)
+        if conn is None:
             return None
         try:
-            conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             conn.execute("PRAGMA foreign_keys = ON")
             if committed is not None:
                 conn.execute("PRAGMA wal_autocheckpoint = 0")

@@ -18,6 +18,21 @@ CHECKPOINT_TRIES: Final = 5
 CHECKPOINT_RETRY_S: Final = 0.02
 
 
+def second_connection(path: str, synchronous: str) -> sqlite3.Connection | None:
+    """A connection of a store thread's own (the checkpointer's, the search indexer's) at the
+    daemon's ``synchronous`` level; None if it cannot be had."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+    except sqlite3.Error:
+        return None
+    try:
+        conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+    except sqlite3.Error:
+        conn.close()
+        return None
+    return conn
+
+
 class Checkpointer:
     """Checkpoints the WAL from a thread with a connection of its own, once a commit finds the WAL
     has grown past :data:`WAL_CHECKPOINT_BYTES`. SQLite's automatic checkpoint (off on the
@@ -44,12 +59,10 @@ class Checkpointer:
     @classmethod
     def start(cls, db: sqlite3.Connection, path: str, synchronous: str) -> Checkpointer | None:
         """None (SQLite's automatic checkpoints stay on) if the second connection cannot be had."""
-        try:
-            ckpt = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-        except sqlite3.Error:
+        ckpt = second_connection(path, synchronous)
+        if ckpt is None:
             return None
         try:
-            ckpt.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             db.execute("PRAGMA wal_autocheckpoint = 0")
             # the WAL file is truncated when it restarts after a complete checkpoint, so that its
             # size is what was written since (poke); else it keeps its largest size

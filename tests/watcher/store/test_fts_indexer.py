@@ -10,21 +10,12 @@ import threading
 from pathlib import Path
 
 from ipc.sections import Section
+from tests.watcher.store.test_search_ids import scan
 from watcher.store import search as searching
 from watcher.store.fts import index_slice, pending_rows
 from watcher.store.store import DB_NAME, Store
 
 WORDS = ["Error", "error:", "ünïcödé", "Traceback", "x\x00y", "a.b", "PATH=", "needle", "hay"]
-
-
-def scan(store: Store, agent: str, query: str) -> list[tuple[str, int]]:
-    """The meaning of a search: instr(lower(text), lower(query)) over every row, newest first."""
-    rows = store.db.execute(
-        "SELECT a.ref, o.pos FROM originals o JOIN archive a ON a.seq = o.seq "
-        "WHERE o.agent = ? AND instr(lower(o.text), ?) > 0 ORDER BY o.seq DESC, o.pos",
-        (agent, searching.ascii_lower(query)),
-    )
-    return [(r[0], r[1]) for r in rows]
 
 
 def fts_sound(store: Store) -> bool:
