@@ -118,6 +118,8 @@ class Metrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # no *_created series (noise)
         self.server = server
         self.events: EventStats | None = None  # set (and swapped on reload) by the daemon
+        # the store's background work (watcher.store.database.Database.background), set by the daemon
+        self.store: Callable[[], Mapping[str, int]] | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.compactions = Counter("compactd_compactions", "Proposals applied by agents (ACKed)", registry=r)
@@ -278,6 +280,8 @@ class _Live(Collector):
             errors.add_metric([code], n)
         yield errors
         yield CounterMetricFamily("compactd_frames", "Frames received from clients", value=server.frames)
+        if self.m.store is not None:
+            yield from _store_series(self.m.store())
         ev = self.m.events
         yield _gauge("compactd_mqtt_enabled", "1 when MQTT events are configured", 0.0 if ev is None else 1.0)
         if ev is not None:
@@ -295,6 +299,38 @@ class _Live(Collector):
             for reason, n in sorted(ev.dropped.items()):
                 dropped.add_metric([reason], n)
             yield dropped
+
+
+def _store_series(bg: Mapping[str, int]) -> Iterable[Metric]:
+    yield _gauge(
+        "compactd_store_index_pending_rows",
+        "Archived rows the search index has not reached yet (search scans them meanwhile)",
+        bg["index_pending_rows"],
+    )
+    yield CounterMetricFamily(
+        "compactd_store_indexed_rows", "Archived rows indexed by the search thread", value=bg["indexed_rows"]
+    )
+    checkpoints = CounterMetricFamily(
+        "compactd_store_wal_checkpoints",
+        "WAL checkpoints: by the checkpoint thread (thread), of those complete (complete), run "
+        "inside a commit because the WAL outgrew 4x its bound (inline)",
+        labels=["kind"],
+    )
+    for kind, key in (
+        ("thread", "wal_checkpoints"),
+        ("complete", "wal_checkpoints_complete"),
+        ("inline", "wal_checkpoints_inline"),
+    ):
+        checkpoints.add_metric([kind], bg[key])
+    yield checkpoints
+    failures = CounterMetricFamily(
+        "compactd_store_thread_failures",
+        "Errors in the store's threads (the search indexer retries; a failed checkpoint waits for the next)",
+        labels=["thread"],
+    )
+    failures.add_metric(["indexer"], bg["index_failures"])
+    failures.add_metric(["checkpoint"], bg["wal_checkpoint_failures"])
+    yield failures
 
 
 def _labelled(r: CollectorRegistry, name: str, doc: str, label: str, values: Iterable[str]) -> Counter:

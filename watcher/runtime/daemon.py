@@ -211,6 +211,8 @@ class Daemon:
             },
         )
         self.metrics = Metrics(server)
+        if self.store is not None:
+            self.metrics.store = self.store.database.background
         if self.cfg.metrics.listen:
             host, port = parse_listen(self.cfg.metrics.listen)
             self.metrics_server = MetricsServer(self.metrics)

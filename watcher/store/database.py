@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from watcher.store.fts import Indexer, index_all
+from watcher.store.fts import Indexer, index_all, pending_rows
 from watcher.store.records import CorruptError, StoreError
 from watcher.store.schema import migrate
 from watcher.store.wal import Checkpointer
@@ -87,10 +87,7 @@ class Database:
                 migrate(conn, str(p))
                 db = cls(conn, str(p), synchronous=synchronous, lock_fd=lock_fd, clock=clock)
                 db.checkpointer = Checkpointer.start(conn, str(p), synchronous)
-                ckpt = db.checkpointer
-                db.indexer = Indexer.start(
-                    str(p), synchronous, ckpt.committed_on if ckpt is not None else None
-                )
+                db.indexer = Indexer.start(str(p), synchronous, db.checkpointer)
                 db.index_inline = db.indexer is None
             except BaseException:
                 conn.close()
@@ -150,6 +147,20 @@ class Database:
     def wal_checkpoints(self) -> int:
         """Checkpoints the WAL thread has run (0 where SQLite's automatic checkpoints are on)."""
         return self.checkpointer.runs if self.checkpointer is not None else 0
+
+    def background(self) -> dict[str, int]:
+        """What the store's threads have done, and the search index's lag (STATUS)."""
+        ckpt, indexer = self.checkpointer, self.indexer
+        return {
+            "index_pending_rows": pending_rows(self.conn) if self.fts_mark else 0,
+            "indexed_rows": indexer.rows if indexer is not None else 0,
+            "index_failures": indexer.failures if indexer is not None else 0,
+            "wal_checkpoints": ckpt.runs if ckpt is not None else 0,
+            "wal_checkpoints_complete": ckpt.complete if ckpt is not None else 0,
+            "wal_checkpoints_inline": ckpt.inline if ckpt is not None else 0,
+            "wal_checkpoint_failures": ckpt.failures if ckpt is not None else 0,
+            "index_writes_deferred": ckpt.deferred if ckpt is not None else 0,
+        }
 
     @property
     def schema_version(self) -> int:

@@ -15,7 +15,8 @@ Since v3 an archive insert writes only the rows (~1 ms for 600 KB); the index fo
   works (the GIL released);
 * :class:`Indexer` runs it from a thread with its own connection (sqlite3 releases the GIL while
   SQLite works), woken after each archive insert; the daemon's connection waits for its write
-  lock for at most one slice (~3 ms);
+  lock for at most one slice (~3 ms); while a WAL checkpoint is due, a slice waits for one to
+  complete (bounded: watcher.store.wal.Checkpointer.room) so that the WAL keeps its bound;
 * search reads the index for the rows up to the mark and scans the rows after it
   (watcher.store.search): an entry is found the moment it is committed, indexed or not;
 * deleting a row removes it from the index only if it was indexed (the v3 triggers' WHEN).
@@ -32,7 +33,7 @@ from collections.abc import Callable
 from typing import Final
 
 from watcher.store.schema import register_functions
-from watcher.store.wal import second_connection
+from watcher.store.wal import Checkpointer, checkpointed_by_thread, second_connection
 
 SLICE_BYTES: Final = 64 << 10  # bytes of text indexed per transaction (at least one row)
 SLICE_ROWS: Final = 256
@@ -44,7 +45,12 @@ _SIZES: Final = (
 )
 
 
-def index_slice(conn: sqlite3.Connection, max_bytes: int = SLICE_BYTES, max_rows: int = SLICE_ROWS) -> int:
+def index_slice(
+    conn: sqlite3.Connection,
+    max_bytes: int = SLICE_BYTES,
+    max_rows: int = SLICE_ROWS,
+    before_write: Callable[[], object] = lambda: None,
+) -> int:
     """Index the next unindexed rows (at most ``max_bytes`` bytes of text, one row at least) on
     ``conn``; the number of rows indexed (0: none was pending).
 
@@ -60,6 +66,7 @@ def index_slice(conn: sqlite3.Connection, max_bytes: int = SLICE_BYTES, max_rows
             break
         last, rows, size = (seq, pos), rows + 1, size + nbytes
     if last is not None:
+        before_write()  # (the slice's rows stay pending whatever rows come after them meanwhile)
         conn.execute("UPDATE fts_indexed SET seq = ?, pos = ? WHERE one = 1", last)
     return rows
 
@@ -83,14 +90,12 @@ def pending_rows(conn: sqlite3.Connection) -> int:
 class Indexer:
     """Indexes archived texts from a thread with a connection of its own (see the module doc)."""
 
-    def __init__(
-        self, conn: sqlite3.Connection, committed: Callable[[sqlite3.Connection], object] = lambda _: None
-    ) -> None:
+    def __init__(self, conn: sqlite3.Connection, checkpointer: Checkpointer | None = None) -> None:
         self.rows = 0  # indexed by this thread
         self.slices = 0
         self.failures = 0
         self._conn = conn
-        self._committed = committed  # after each slice (the WAL checkpointer's check)
+        self._checkpointer = checkpointer  # consulted before and told after each slice
         self._wake = threading.Event()
         self._state = threading.Condition()
         self._asked = 0  # pokes so far
@@ -101,24 +106,33 @@ class Indexer:
         self.poke()  # rows a crash left unindexed
 
     @classmethod
-    def start(
-        cls, path: str, synchronous: str, committed: Callable[[sqlite3.Connection], object] | None = None
-    ) -> Indexer | None:
+    def start(cls, path: str, synchronous: str, checkpointer: Checkpointer | None = None) -> Indexer | None:
         """None if the second connection cannot be had (the caller then indexes inline). Where the
-        WAL is checkpointed by a thread (watcher.store.wal), ``committed`` tells it of each slice
-        and this connection's own automatic checkpoints are off, as the daemon's are."""
+        WAL is checkpointed by a thread (``checkpointer``), this connection's commits are set up
+        as the daemon's are (watcher.store.wal.checkpointed_by_thread); a slice waits while a
+        checkpoint is due (Checkpointer.room: the index can wait, the WAL's bound cannot) and
+        tells the checkpointer of its commit."""
         conn = second_connection(path, synchronous)
         if conn is None:
             return None
         try:
             conn.execute("PRAGMA foreign_keys = ON")
-            if committed is not None:
-                conn.execute("PRAGMA wal_autocheckpoint = 0")
             register_functions(conn)
         except sqlite3.Error:
             conn.close()
             return None
-        return cls(conn, committed or (lambda _: None))
+        if checkpointer is not None and not checkpointed_by_thread(conn):
+            conn.close()
+            return None
+        return cls(conn, checkpointer)
+
+    def _slice(self) -> int:
+        """One slice, after the WAL has room for it; the rows indexed."""
+        ckpt = self._checkpointer
+        n = index_slice(self._conn, before_write=ckpt.room if ckpt is not None else lambda: None)
+        if n and ckpt is not None:
+            ckpt.committed_on(self._conn)
+        return n
 
     def poke(self) -> None:
         """After an archive insert: index it soon."""
@@ -142,10 +156,9 @@ class Indexer:
                 with self._state:
                     asked = self._asked
                 try:
-                    while not self._stop and (n := index_slice(self._conn)):
+                    while not self._stop and (n := self._slice()):
                         self.rows += n
                         self.slices += 1
-                        self._committed(self._conn)
                 except sqlite3.Error:
                     self.failures += 1
                     self._wake.wait(RETRY_S)  # a poke or close cuts it short

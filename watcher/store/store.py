@@ -176,4 +176,5 @@ class Store:
             "checkpoints": int(scalar("SELECT COUNT(*) FROM checkpoints")),
             "proposals": self.proposals.counts(),
             "file_bytes": int(scalar("PRAGMA page_size")) * int(scalar("PRAGMA page_count")),
+            **self.database.background(),
         }

@@ -16,6 +16,9 @@ WAL_CHECKPOINT_BYTES: Final = 4 << 20
 WAL_INLINE_FACTOR: Final = 4  # the thread fell this far behind: the commit checkpoints (as SQLite would)
 CHECKPOINT_TRIES: Final = 5
 CHECKPOINT_RETRY_S: Final = 0.02
+# how long a deferrable writer (the search indexer) holds back its next write while a checkpoint is
+# due, for the checkpoint to complete without its commits coming in between
+ROOM_WAIT_S: Final = 0.25
 
 
 def second_connection(path: str, synchronous: str) -> sqlite3.Connection | None:
@@ -31,6 +34,20 @@ def second_connection(path: str, synchronous: str) -> sqlite3.Connection | None:
         conn.close()
         return None
     return conn
+
+
+def checkpointed_by_thread(conn: sqlite3.Connection) -> bool:
+    """Set a writing connection up for :class:`Checkpointer`: no automatic checkpoint inside its
+    commits, and the WAL file truncated when a commit of this connection restarts it after a
+    complete checkpoint, so that the file's size is what was written since (poke). Without the
+    latter a restart by this connection would keep the file at its largest size, and every commit
+    after it would find the WAL "due". False if the settings could not be made."""
+    try:
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        conn.execute("PRAGMA journal_size_limit = 0")
+    except sqlite3.Error:
+        return False
+    return True
 
 
 class Checkpointer:
@@ -49,6 +66,9 @@ class Checkpointer:
         self.runs = 0
         self.failures = 0
         self.inline = 0  # checkpoints the daemon's connection ran itself (poke)
+        self.complete = 0  # checkpoints that copied the whole WAL (it restarts on the next commit)
+        self.deferred = 0  # writes a deferrable writer held back for a checkpoint (room)
+        self._completed = threading.Condition()
         self._ckpt = ckpt
         self._running = threading.Lock()  # held by a checkpoint in progress
         self._wake = threading.Event()
@@ -62,12 +82,7 @@ class Checkpointer:
         ckpt = second_connection(path, synchronous)
         if ckpt is None:
             return None
-        try:
-            db.execute("PRAGMA wal_autocheckpoint = 0")
-            # the WAL file is truncated when it restarts after a complete checkpoint, so that its
-            # size is what was written since (poke); else it keeps its largest size
-            db.execute("PRAGMA journal_size_limit = 0")
-        except sqlite3.Error:
+        if not checkpointed_by_thread(db):
             ckpt.close()
             return None
         return cls(db, ckpt, path)
@@ -94,8 +109,32 @@ class Checkpointer:
         then runs off the event loop): :meth:`poke`'s work."""
         if self.due() >= WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES:
             with self._running, contextlib.suppress(sqlite3.Error):  # after the thread's checkpoint
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._checkpointed(*conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone())
                 self.inline += 1
+
+    def room(self, timeout_s: float = ROOM_WAIT_S) -> None:
+        """Before a write that can wait (the search indexer's, from its thread): while a checkpoint
+        is due, hold the write back until one completes, for at most ``timeout_s``. A PASSIVE
+        checkpoint completes only if no commit comes while it copies; with two connections writing
+        back to back it seldom would, and the WAL would outgrow its inline bound (each restart
+        needs a complete checkpoint). An idle daemon does not hold the writer back: with nothing
+        else writing, the woken thread's checkpoint completes at once."""
+        with self._completed:
+            seen = self.complete
+        if self.due() < WAL_CHECKPOINT_BYTES:
+            return
+        self.deferred += 1
+        with self._completed:
+            self._completed.wait_for(lambda: self.complete > seen or self._stop, timeout_s)
+
+    def _checkpointed(self, busy: int, log: int, done: int) -> bool:
+        """Count a checkpoint's result; whether it was complete."""
+        whole = not busy and log == done
+        if whole:
+            with self._completed:
+                self.complete += 1
+                self._completed.notify_all()
+        return whole
 
     def _main(self) -> None:
         try:
@@ -107,12 +146,12 @@ class Checkpointer:
                 for _ in range(CHECKPOINT_TRIES):  # until one completes (no commit came meanwhile)
                     try:
                         with self._running:
-                            busy, log, done = self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                            result = self._ckpt.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                         self.runs += 1
                     except sqlite3.Error:
                         self.failures += 1
                         break
-                    if (not busy and log == done) or self._stop:
+                    if self._checkpointed(*result) or self._stop:
                         break
                     time.sleep(CHECKPOINT_RETRY_S)
         finally:
@@ -121,6 +160,8 @@ class Checkpointer:
     def close(self) -> None:
         self._stop = True
         self._wake.set()
+        with self._completed:
+            self._completed.notify_all()
         self._thread.join(30)
         with contextlib.suppress(sqlite3.Error):
             self.db.execute("PRAGMA wal_autocheckpoint = 1000")

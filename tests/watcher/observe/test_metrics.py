@@ -134,6 +134,19 @@ async def test_scrape_reflects_agents_compactions_and_errors(
         assert m[("compactd_frames_total", ())] > 0
         assert m[("process_resident_memory_bytes", ())] > 0
 
+        # the originals those proposals archived reach the search index (a thread of the store)
+        for _ in range(100):
+            m = await scrape(port)
+            if m[("compactd_store_index_pending_rows", ())] == 0:
+                break
+            await asyncio.sleep(0.1)
+        assert m[("compactd_store_index_pending_rows", ())] == 0
+        store = (await link.status())["daemon"]["store"]
+        assert m[("compactd_store_indexed_rows_total", ())] == store["indexed_rows"] > 0
+        assert store["index_pending_rows"] == 0 and store["index_failures"] == 0
+        assert m[("compactd_store_thread_failures_total", (("thread", "indexer"),))] == 0
+        assert ("compactd_store_wal_checkpoints_total", (("kind", "inline"),)) in m
+
     after = await scrape(port)  # the agent detached: its series go, the counters stay
     assert after[("compactd_agents", ())] == 0
     assert not any(name == "compactd_agent_tokens" for name, _ in after)

@@ -13,6 +13,8 @@ import pytest
 
 from ipc.protocol import Proposal
 from ipc.sections import Section
+from watcher.store import search as searching
+from watcher.store.fts import Indexer, pending_rows
 from watcher.store.store import (
     DB_NAME,
     SCHEMA_VERSION,
@@ -347,6 +349,30 @@ def test_the_wal_is_checkpointed_by_a_thread_and_stays_bounded(tmp_path: Path) -
     assert len(store.archive.refs("a")) == 370 and store.archive.originals("a", "a369")[
         0
     ].section.text.startswith("369 ")
+    store.close()
+
+
+def test_the_indexer_waits_for_a_due_checkpoint_but_an_idle_daemon_does_not_hold_it(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    db = store.database
+    assert db.indexer is not None and db.checkpointer is not None
+    db.indexer.close()  # archive with no indexer until the WAL holds a due checkpoint's worth
+    db.indexer = None
+    wal, i = Path(f"{store.path}-wal"), 0
+    while wal.stat().st_size < WAL_CHECKPOINT_BYTES:
+        fill(store, range(i, i + 1), 0.0)
+        i += 1
+    # the daemon goes idle; an indexer starts with every row pending: its first slice waits for
+    # the checkpoint the idle WAL lets complete, and goes on; its commits restart the WAL and
+    # truncate it (its connection, too, is set up for the checkpointer), so the daemon's next
+    # commit finds nothing due
+    db.indexer = Indexer.start(store.path, db.synchronous, db.checkpointer)
+    assert db.indexer is not None and db.wait_indexed(30)
+    assert pending_rows(store.db) == 0
+    assert db.checkpointer.deferred >= 1 and db.checkpointer.complete >= 1
+    assert db.checkpointer.inline == 0 and db.indexer.failures == 0
+    assert wal.stat().st_size < WAL_CHECKPOINT_BYTES
+    assert len(searching.rows(db, "a", "tool output", None, 0, 1000)) == i
     store.close()
 
 
