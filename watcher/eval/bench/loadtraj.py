@@ -136,6 +136,9 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
     result["digest_methods"] = methods
     result["degraded_digests"] = sum(int(methods.get(m, 0)) for m in ("masking", "headtail"))
     result["degradations"] = sum((methods.get("degradations") or {}).values())
+    # the store's threads at the end of the step: the search index's lag, the WAL's checkpoints
+    store = (final.get("daemon") or {}).get("store") or {}
+    result["store"] = {k: v for k, v in store.items() if k != "path"}
     return result
 
 
