@@ -1,0 +1,37 @@
+"""The WAL test's workload alone (tests/watcher/store/test_store.py::fill): the WAL's largest size
+in each phase, and the checkpointer's counters.
+
+    PYTHONPATH=TREE .venv/bin/python bench/results/loop/stop29/walmax.py
+"""
+
+import tempfile
+import time
+from pathlib import Path
+
+from ipc.sections import Section
+from watcher.store.store import DB_NAME, Store
+
+
+def fill(store: Store, refs: range, gap_s: float) -> int:
+    wal = Path(f"{store.path}-wal")
+    biggest = 0
+    for i in refs:
+        text = f"{i} " + "a line of tool output that goes to the archive\n" * 2000
+        store.archive.put("a", "default", f"a{i}", (Section(f"s{i}", "tool_result", text),))
+        biggest = max(biggest, wal.stat().st_size)
+        time.sleep(gap_s)
+    return biggest
+
+
+with tempfile.TemporaryDirectory() as d:
+    store = Store.open(Path(d) / DB_NAME)
+    b1 = fill(store, range(120), 0.02)
+    t1 = time.perf_counter()
+    b2 = fill(store, range(120, 370), 0.0)
+    t2 = time.perf_counter()
+    c = store.database.checkpointer
+    assert c is not None
+    done, held = getattr(c, "complete", "-"), getattr(c, "deferred", "-")
+    counts = f"inline={c.inline} complete={done} deferred={held}"
+    print(f"gaps {b1 / 2**20:.1f} MB, back-to-back {b2 / 2**20:.1f} MB, b2b {t2 - t1:.2f}s {counts}")
+    store.close()
