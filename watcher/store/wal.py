@@ -19,6 +19,9 @@ CHECKPOINT_RETRY_S: Final = 0.02
 # how long a deferrable writer (the search indexer) holds back its next write while a checkpoint is
 # due, for the checkpoint to complete without its commits coming in between
 ROOM_WAIT_S: Final = 0.25
+# ... and while the WAL is over the inline bound: the daemon's own next commit checkpoints inline,
+# which completes only if this writer holds back meanwhile (a safety valve, not a pace)
+ROOM_WAIT_OVER_S: Final = 2.0
 
 
 def second_connection(path: str, synchronous: str) -> sqlite3.Connection | None:
@@ -114,16 +117,20 @@ class Checkpointer:
 
     def room(self, timeout_s: float = ROOM_WAIT_S) -> None:
         """Before a write that can wait (the search indexer's, from its thread): while a checkpoint
-        is due, hold the write back until one completes, for at most ``timeout_s``. A PASSIVE
+        is due, hold the write back until one completes, for at most ``timeout_s`` (at least
+        ROOM_WAIT_OVER_S once the WAL is over its inline bound). A PASSIVE
         checkpoint completes only if no commit comes while it copies; with two connections writing
         back to back it seldom would, and the WAL would outgrow its inline bound (each restart
         needs a complete checkpoint). An idle daemon does not hold the writer back: with nothing
         else writing, the woken thread's checkpoint completes at once."""
         with self._completed:
             seen = self.complete
-        if self.due() < WAL_CHECKPOINT_BYTES:
+        size = self.due()
+        if size < WAL_CHECKPOINT_BYTES:
             return
         self.deferred += 1
+        if size >= WAL_INLINE_FACTOR * WAL_CHECKPOINT_BYTES:
+            timeout_s = max(timeout_s, ROOM_WAIT_OVER_S)
         with self._completed:
             self._completed.wait_for(lambda: self.complete > seen or self._stop, timeout_s)
 

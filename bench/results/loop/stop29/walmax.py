@@ -8,20 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ipc.sections import Section
+from tests.watcher.store.test_store import fill
 from watcher.store.store import DB_NAME, Store
-
-
-def fill(store: Store, refs: range, gap_s: float) -> int:
-    wal = Path(f"{store.path}-wal")
-    biggest = 0
-    for i in refs:
-        text = f"{i} " + "a line of tool output that goes to the archive\n" * 2000
-        store.archive.put("a", "default", f"a{i}", (Section(f"s{i}", "tool_result", text),))
-        biggest = max(biggest, wal.stat().st_size)
-        time.sleep(gap_s)
-    return biggest
-
 
 with tempfile.TemporaryDirectory() as d:
     store = Store.open(Path(d) / DB_NAME)
