@@ -312,8 +312,8 @@ def _store_series(bg: Mapping[str, int]) -> Iterable[Metric]:
     )
     checkpoints = CounterMetricFamily(
         "compactd_store_wal_checkpoints",
-        "WAL checkpoints: by the checkpoint thread (thread), of those complete (complete), run "
-        "inside a commit because the WAL outgrew 4x its bound (inline)",
+        "WAL checkpoints: run by the checkpoint thread (thread), run inside a commit because the WAL "
+        "outgrew 4x its bound (inline), and of both those that copied the whole WAL (complete)",
         labels=["kind"],
     )
     for kind, key in (
