@@ -269,22 +269,30 @@ def test_prepared_features_are_used_and_plans_unchanged(sympy: Trajectory) -> No
     assert scorer.scores(secs) == Scorer().scores(secs)
 
 
+class LoopTurns:
+    """Counts the event loop's turns from now until stop(): a task that yields once per turn."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._task = asyncio.create_task(self._count())
+
+    async def _count(self) -> None:
+        while True:
+            await asyncio.sleep(0)
+            self.n += 1
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
 async def test_features_are_prepared_a_slice_at_a_time_between_turns_of_the_loop(sympy: Trajectory) -> None:
     secs = [s for turn in sympy.turns[:20] for s in turn]
     state = Session("a", "s", b"peer", Watermarks(32000, 0.15, 0.6), ctx=Context(secs))
-    turns = 0
-
-    async def count_turns() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
-    counter = asyncio.create_task(count_turns())
+    turns = LoopTurns()
     await prepare_plan(state, slice_s=0.0)  # a slice: one section
-    counter.cancel()
+    turns.stop()
     assert state.scorer.missing(secs) == []
-    assert turns >= len(secs) - 2  # the loop ran between the slices
+    assert turns.n >= len(secs) - 2  # the loop ran between the slices
     assert state.scorer.scores(secs) == Scorer().scores(secs)
 
 
@@ -295,19 +303,11 @@ async def test_a_long_section_is_prepared_off_the_loop() -> None:
     big = Section("big", "tool_result", text, tokens=len(text) // 4)
     small = Section("small", "user", "fix the failing test in mod_3", tokens=8)
     state = Session("a", "s", b"peer", Watermarks(200000, 0.15, 0.6), ctx=Context([small, big]))
-    turns = 0
-
-    async def count_turns() -> None:
-        nonlocal turns
-        while True:
-            await asyncio.sleep(0)
-            turns += 1
-
-    counter = asyncio.create_task(count_turns())
+    turns = LoopTurns()
     await asyncio.sleep(0)
-    turns = 0
+    turns.n = 0
     await prepare_plan(state)
-    counter.cancel()
+    turns.stop()
     assert state.scorer.missing([small, big]) == []
-    assert turns >= 1
+    assert turns.n >= 1
     assert state.scorer.scores([small, big]) == Scorer().scores([small, big])
