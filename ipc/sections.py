@@ -6,8 +6,10 @@ pure data: no sockets, no msgpack. Both the client (`AgentLink`) and the daemon 
 
 from __future__ import annotations
 
+import sys
+import zlib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 KINDS = frozenset({"system", "user", "assistant", "tool_call", "tool_result", "digest", "other"})
 PRIORITIES = ("critical", "high", "medium", "low")
@@ -113,3 +115,100 @@ def _meta(raw: object, sid: str) -> dict[str, str]:
         if type(k) is not str or type(v) is not str or len(k) > MAX_ID_LEN or len(v) > MAX_META_VALUE:
             raise SectionError(f"section {sid!r}: meta keys and values must be short strings")
     return dict(raw)
+
+
+# --- texts held compressed ---------------------------------------------------------------------------
+# A mirror holds every section of every agent's context for as long as it is there, and most of
+# those bytes are long tool outputs (logs, listings, diffs) that deflate 4-8x. A long text is held
+# as a PackedText: ``Section.text`` still reads as the str (unpacked on each read, ~400 MB/s), so
+# nothing that reads a section changes; what reads every section often (the scorer's cache key,
+# the byte meter) uses text_key / text_bytes / text_len, which do not unpack.
+PACK_MIN_CHARS: Final = 1024  # shorter texts are not packed: little to gain per object
+PACK_LEVEL: Final = 1  # zlib's fastest level: ~160 MB/s on the shared trajectories, ~8x on long texts
+_WBITS: Final = -15  # raw deflate: no header or checksum
+
+
+class PackedText:
+    """A section's text, deflated: its UTF-8 (``surrogatepass``) as raw deflate, with the sizes
+    that the meter and the scorer read without unpacking."""
+
+    __slots__ = ("data", "nbytes", "nchars")
+
+    def __init__(self, data: bytes, nbytes: int, nchars: int) -> None:
+        self.data = data
+        self.nbytes = nbytes  # UTF-8 length of the text
+        self.nchars = nchars  # len() of the text
+
+    def unpack(self) -> str:
+        return zlib.decompress(self.data, _WBITS).decode("utf-8", "surrogatepass")
+
+    def __hash__(self) -> int:
+        return hash(self.data)  # bytes cache their hash: O(1) after the first time
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PackedText) and self.data == other.data
+
+
+_text_slot: Final = Section.__dict__["text"]  # the member descriptor of the slot
+_get_text: Final = _text_slot.__get__
+_set_text: Final = _text_slot.__set__
+
+
+class _Text:
+    """``Section.text``: the slot's str, or its PackedText unpacked."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: Section | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        held = _get_text(obj)
+        return held if type(held) is str else held.unpack()
+
+    def __set__(self, obj: Section, value: str) -> None:
+        _set_text(obj, value)
+
+
+setattr(Section, "text", _Text())  # noqa: B010  (replaces the slot's descriptor; the slot stays)
+
+
+def packed(sec: Section) -> Section:
+    """``sec`` with its text held deflated, if it is at least :data:`PACK_MIN_CHARS` long and
+    that takes less memory; else ``sec`` itself. The result equals ``sec`` and reads the same."""
+    held = _get_text(sec)
+    if type(held) is not str or len(held) < PACK_MIN_CHARS:
+        return sec
+    raw = held.encode("utf-8", "surrogatepass")
+    data = zlib.compress(raw, PACK_LEVEL, _WBITS)
+    if len(data) + _PACKED_OVERHEAD >= sys.getsizeof(held):
+        return sec
+    out = replace(sec)
+    _set_text(out, PackedText(data, len(raw), len(held)))
+    return out
+
+
+def is_packed(sec: Section) -> bool:
+    return type(_get_text(sec)) is PackedText
+
+
+def text_key(sec: Section) -> int:
+    """A hash of the text as held, without unpacking it: equal for the same text held the same
+    way (the same text packed and unpacked may differ). O(1) after the first call."""
+    return hash(_get_text(sec))
+
+
+def text_len(sec: Section) -> int:
+    """``len(sec.text)``, without unpacking it."""
+    held = _get_text(sec)
+    return len(held) if type(held) is str else int(held.nchars)
+
+
+def text_bytes(sec: Section) -> int:
+    """The UTF-8 length of ``sec.text`` (lone surrogates as 3 bytes), without unpacking it."""
+    held = _get_text(sec)
+    if type(held) is not str:
+        return int(held.nbytes)
+    return len(held) if held.isascii() else len(held.encode("utf-8", "surrogatepass"))
+
+
+_PACKED_OVERHEAD: Final = sys.getsizeof(PackedText(b"", 0, 0)) + sys.getsizeof(b"")

@@ -116,7 +116,7 @@ def mentions(
                     youngest[x] = age
     goal: set[str] = set()
     for i in goal_indices(sections):
-        goal |= feats[i].idents
+        goal.update(feats[i].idents)
     return Mentions(model, holders, folded, youngest, frozenset(goal))
 
 
@@ -136,13 +136,13 @@ class Focus:
         idents: set[str] = set()
         words: set[str] = set()
         for i in chosen:
-            idents |= feats[i].idents
+            idents.update(feats[i].idents)
             words.update(feats[i].terms)
         return cls(frozenset(idents), frozenset(words))
 
 
 def overlap_scores(feats: Sequence[Features], focus: Focus) -> list[float]:
-    return [1.0 - math.exp(-len(f.idents & focus.idents) / 2.0) for f in feats]
+    return [1.0 - math.exp(-len(focus.idents.intersection(f.idents)) / 2.0) for f in feats]
 
 
 def bm25_scores(feats: Sequence[Features], focus: Focus, k1: float = 1.2, b: float = 0.75) -> list[float]:

@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ipc.sections import Section
+from ipc.sections import Section, text_key
 from watcher.config.settings import CompactionConfig
 from watcher.planning.features import Features, features
 from watcher.planning.relevance import (
@@ -220,7 +220,7 @@ class Scorer:
         self._last: tuple[tuple[object, ...], Valuation] | None = None  # (context key, valuation)
 
     def features(self, sec: Section) -> Features:
-        key = hash(sec.text)  # str caches its hash: O(1) after the first time
+        key = text_key(sec)  # O(1) after the first time, without unpacking a packed text
         hit = self._cache.get(sec.id)
         if hit is not None and hit[0] == key:
             return hit[1]
@@ -234,7 +234,7 @@ class Scorer:
         out = []
         for s in sections:
             hit = cache.get(s.id)
-            if hit is None or hit[0] != hash(s.text):
+            if hit is None or hit[0] != text_key(s):
                 out.append(s)
         return out
 
@@ -268,7 +268,7 @@ class Scorer:
         key = (
             self.folded.total(),
             len(self.folded),
-            *[(s.id, hash(s.text), s.kind, s.priority, s.pinned) for s in sections],
+            *[(s.id, text_key(s), s.kind, s.priority, s.pinned) for s in sections],
         )
         last = self._last
         if last is not None and last[0] == key:

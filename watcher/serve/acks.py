@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ipc.context import ContextError
 from ipc.protocol import MAX_DETAIL_LEN, E, ProtocolError, field, name_ok
+from ipc.sections import packed
 from watcher.observe import logs
 from watcher.serve import limits, records
 from watcher.serve.hub import Hub
@@ -37,7 +39,9 @@ class Acks:
             )
             return
         try:
-            state.ctx.apply_proposal(pending.proposal, version)
+            # the digests held packed, as the mirror holds what agents send (ipc.sections.packed)
+            digest = tuple(packed(d) for d in pending.proposal.digest)
+            state.ctx.apply_proposal(replace(pending.proposal, digest=digest), version)
         except ContextError as exc:
             self.sync.resync(state, f"ACK of {pid}: {exc}", ref)
             return

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ipc.context import Context
 from ipc.protocol import E, Op, ProtocolError
-from ipc.sections import Section
+from ipc.sections import Section, text_bytes
 from watcher.serve.session import Session
 
 
@@ -35,7 +35,7 @@ def _utf8_len(s: str) -> int:
 
 
 def section_bytes(s: Section) -> int:
-    n = _utf8_len(s.text) + len(s.id)
+    n = text_bytes(s) + len(s.id)
     if s.meta:
         n += sum(_utf8_len(k) + _utf8_len(v) for k, v in s.meta.items())
     return n

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ipc.context import Context
 from ipc.protocol import Proposal
-from ipc.sections import Section
+from ipc.sections import Section, text_len
 from watcher.observe.digests import LEVELS
 from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks
@@ -166,7 +166,7 @@ async def prepare_plan(state: Session, slice_s: float = PREPARE_SLICE_S) -> None
     more than any slice) is done in a thread first, as the plan is (the agent's scorer is used
     only by its own job, one at a time). The plan that follows is the same with or without this
     (watcher.planning.scoring.Scorer)."""
-    big = [s for s in state.scorer.missing(list(state.ctx)) if len(s.text) > BIG_SECTION_CHARS]
+    big = [s for s in state.scorer.missing(list(state.ctx)) if text_len(s) > BIG_SECTION_CHARS]
     if big:
         await asyncio.to_thread(state.scorer.prepare, big)
     left = state.scorer.prepare(list(state.ctx), slice_s)

@@ -9,7 +9,7 @@ from typing import Any
 
 from ipc.context import ContextError
 from ipc.protocol import MAX_SNAPSHOT_SECTIONS, E, Op, ProtocolError, T, parse_delta, parse_snapshot
-from ipc.sections import Section
+from ipc.sections import PACK_MIN_CHARS, Section, packed, text_len
 from watcher.observe import logs
 from watcher.serve import limits, records, wire
 from watcher.serve.hub import Hub
@@ -45,7 +45,7 @@ class Sync:
                 )
             n = len(staged.sections) + len(snap.sections)
             self._check_size("SNAPSHOT", state, n, staged.nbytes + part_bytes, ref)
-            staged.sections.extend(self._counted(snap.sections))
+            staged.sections.extend(self._held(snap.sections))
             staged.nbytes += part_bytes
             staged.next_part += 1
             if snap.more:
@@ -54,7 +54,7 @@ class Sync:
             sections, nbytes = staged.sections, staged.nbytes
         else:
             self._check_size("SNAPSHOT", state, len(snap.sections), part_bytes, ref)
-            sections, nbytes = self._counted(snap.sections), part_bytes
+            sections, nbytes = self._held(snap.sections), part_bytes
         try:
             state.ctx.reset(sections, version)
         except ContextError as exc:
@@ -90,8 +90,8 @@ class Sync:
         total = hub.meter.total(hub.agents.values())
         nbytes = limits.check_delta(hub.cfg.daemon, state, ops, total, ref)
         for op in ops:
-            if op.sections and not all(s.tokens for s in op.sections):
-                ops = [type(o)(o.op, tuple(self._counted(o.sections)), o.ids) for o in ops]
+            if op.sections and not all(s.tokens and text_len(s) < PACK_MIN_CHARS for s in op.sections):
+                ops = [type(o)(o.op, tuple(self._held(o.sections)), o.ids) if o.sections else o for o in ops]
                 break
         try:
             state.ctx.apply_ops(ops, version)
@@ -125,6 +125,8 @@ class Sync:
         others = self.hub.meter.total(self.hub.agents.values()) - limits.held_bytes(state)
         limits.check_size(self.hub.cfg.daemon, what, state.agent, sections, nbytes, others, ref)
 
-    def _counted(self, sections: Sequence[Section]) -> list[Section]:
+    def _held(self, sections: Sequence[Section]) -> list[Section]:
+        """The sections as the mirror holds them: token counts filled in, long texts packed
+        (ipc.sections.packed: a mirror's long tool outputs take ~8x less memory)."""
         count = self.hub.summarizer.count
-        return [s if s.tokens else s.with_tokens(count(s.text)) for s in sections]
+        return [packed(s if s.tokens else s.with_tokens(count(s.text))) for s in sections]

@@ -18,7 +18,7 @@ import zmq.asyncio
 
 from ipc.client import AgentLink
 from ipc.context import Context
-from ipc.sections import Section
+from ipc.sections import Section, is_packed
 from summarizer.digest import Summarizer
 from tests.fixtures.daemon import wait_until
 from tests.fixtures.server import serving
@@ -27,6 +27,7 @@ from watcher.planning.planner import Watermarks
 from watcher.planning.policies import PlanInputs, Planned, Policy, policy_for
 from watcher.serve.housekeeping import SWITCH_INTERVAL_S, gc_pacer
 from watcher.serve.jobs import unchanged
+from watcher.serve.limits import section_bytes
 from watcher.serve.server import Server
 from watcher.store.store import DB_NAME, Store
 
@@ -164,3 +165,26 @@ async def test_a_session_gets_its_policy_once_at_hello_and_only_a_reload_replace
             assert chosen == ["masking", "recency"]
             assert (await link.status())["agents"][0]["planner"] == "recency"
             assert server.cfg.agents["p"].planner == "recency"
+
+
+async def test_the_mirror_holds_long_texts_packed_and_counts_and_reads_them_as_sent(tmp_path: Path) -> None:
+    log = "".join(f"FAILED tests/test_mod.py::test_{i} - AssertionError: {i} != {i + 1}\n" for i in range(99))
+    wide = log.replace("!=", "≠")  # not ASCII: 3 bytes a char in UTF-8
+
+    def make(sock: zmq.asyncio.Socket) -> Server:
+        return Server(sock, Config(), Summarizer(None))
+
+    async with (
+        serving(tmp_path, make) as served,
+        AgentLink(served.endpoint, agent="p", budget=200_000, zmq_context=served.ctx) as link,
+    ):
+        await link.snapshot([Section("a", "tool_result", log), Section("q", "user", "short question")])
+        await link.append(Section("b", "tool_result", wide), wait=True)  # a DELTA
+        await link.replace(Section("a", "tool_result", wide), wait=True)
+        state = served.server.agents["p"]
+        held = {s.id: s for s in state.ctx}
+        assert [is_packed(held[k]) for k in ("a", "q", "b")] == [True, False, True]
+        assert [(s.id, s.kind, s.text) for s in state.ctx] == [(s.id, s.kind, s.text) for s in link.context]
+        assert state.nbytes == sum(section_bytes(s) for s in link.context)
+        assert state.nbytes == sum(len(s.text.encode()) + len(s.id) for s in link.context)
+        assert all(s.tokens for s in state.ctx), "counted by the daemon, before it packed them"
