@@ -163,7 +163,7 @@ class _Text:
         if obj is None:
             return self
         held = _get_text(obj)
-        return held if type(held) is str else held.unpack()
+        return held.unpack() if type(held) is PackedText else held  # a str (or a subclass of one)
 
     def __set__(self, obj: Section, value: str) -> None:
         _set_text(obj, value)
@@ -174,9 +174,11 @@ setattr(Section, "text", _Text())  # noqa: B010  (replaces the slot's descriptor
 
 def packed(sec: Section) -> Section:
     """``sec`` with its text held deflated, if it is at least :data:`PACK_MIN_CHARS` long and
-    that takes less memory; else ``sec`` itself. The result equals ``sec`` and reads the same."""
+    that takes less memory; else ``sec`` itself. The result equals ``sec`` and reads the same (as
+    a plain str: a text that was a subclass of str, such as LangChain's ``TextAccessor``, reads
+    back as its str value)."""
     held = _get_text(sec)
-    if type(held) is not str or len(held) < PACK_MIN_CHARS:
+    if type(held) is PackedText or len(held) < PACK_MIN_CHARS:
         return sec
     raw = held.encode("utf-8", "surrogatepass")
     data = zlib.compress(raw, PACK_LEVEL, _WBITS)
@@ -200,14 +202,14 @@ def text_key(sec: Section) -> int:
 def text_len(sec: Section) -> int:
     """``len(sec.text)``, without unpacking it."""
     held = _get_text(sec)
-    return len(held) if type(held) is str else int(held.nchars)
+    return held.nchars if type(held) is PackedText else len(held)
 
 
 def text_bytes(sec: Section) -> int:
     """The UTF-8 length of ``sec.text`` (lone surrogates as 3 bytes), without unpacking it."""
     held = _get_text(sec)
-    if type(held) is not str:
-        return int(held.nbytes)
+    if type(held) is PackedText:
+        return held.nbytes
     return len(held) if held.isascii() else len(held.encode("utf-8", "surrogatepass"))
 
 

@@ -72,3 +72,16 @@ def test_a_packed_section_stays_frozen() -> None:
     with pytest.raises(AttributeError):
         p.text = "changed"  # type: ignore[misc]
     assert p.text == LOG
+
+
+class Accessor(str):
+    """A str subclass as a text, as LangChain's ``message.text`` (TextAccessor) is."""
+
+
+def test_a_text_that_subclasses_str_reads_and_packs_as_its_str() -> None:
+    sec = Section("t1", "assistant", Accessor(LOG))
+    assert text_len(sec) == len(LOG) and text_bytes(sec) == len(LOG) and sec.text == LOG
+    p = packed(sec)
+    assert is_packed(p) and p.text == LOG and type(p.text) is str
+    short = Section("t2", "assistant", Accessor("ok"))
+    assert packed(short) is short and short.text == "ok"
