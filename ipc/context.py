@@ -73,6 +73,14 @@ class Context:
                     del self._rev[sid]
         self.version = new_version
 
+    def swap(self, old: Section, new: Section) -> bool:
+        """Hold ``new`` in ``old``'s place, if ``old`` is still there: for a section equal to it,
+        held differently (ipc.sections.packed). Its position, version and tokens stay."""
+        if self._by_id.get(old.id) is not old:
+            return False
+        self._by_id[old.id] = new
+        return True
+
     def reset(self, sections: Iterable[Section], version: int) -> None:
         """Replace everything (a SNAPSHOT); on a duplicate id nothing changes."""
         old = (self._by_id, self._rev, self.tokens)

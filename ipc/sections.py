@@ -129,24 +129,19 @@ _WBITS: Final = -15  # raw deflate: no header or checksum
 
 
 class PackedText:
-    """A section's text, deflated: its UTF-8 (``surrogatepass``) as raw deflate, with the sizes
-    that the meter and the scorer read without unpacking."""
+    """A section's text, deflated: its UTF-8 (``surrogatepass``) as raw deflate, with what the
+    meter and the scorer read without unpacking: its sizes and its str's hash."""
 
-    __slots__ = ("data", "nbytes", "nchars")
+    __slots__ = ("data", "key", "nbytes", "nchars")
 
-    def __init__(self, data: bytes, nbytes: int, nchars: int) -> None:
+    def __init__(self, data: bytes, nbytes: int, nchars: int, key: int) -> None:
         self.data = data
         self.nbytes = nbytes  # UTF-8 length of the text
         self.nchars = nchars  # len() of the text
+        self.key = key  # hash() of the text as a str: text_key is the same packed or not
 
     def unpack(self) -> str:
         return zlib.decompress(self.data, _WBITS).decode("utf-8", "surrogatepass")
-
-    def __hash__(self) -> int:
-        return hash(self.data)  # bytes cache their hash: O(1) after the first time
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PackedText) and self.data == other.data
 
 
 _text_slot: Final = Section.__dict__["text"]  # the member descriptor of the slot
@@ -185,7 +180,7 @@ def packed(sec: Section) -> Section:
     if len(data) + _PACKED_OVERHEAD >= sys.getsizeof(held):
         return sec
     out = replace(sec)
-    _set_text(out, PackedText(data, len(raw), len(held)))
+    _set_text(out, PackedText(data, len(raw), len(held), hash(held)))
     return out
 
 
@@ -194,9 +189,18 @@ def is_packed(sec: Section) -> bool:
 
 
 def text_key(sec: Section) -> int:
-    """A hash of the text as held, without unpacking it: equal for the same text held the same
-    way (the same text packed and unpacked may differ). O(1) after the first call."""
-    return hash(_get_text(sec))
+    """``hash(sec.text)``, without unpacking it (the same for a section and its packed copy).
+    O(1) after the first call: a str caches its hash."""
+    held = _get_text(sec)
+    return held.key if type(held) is PackedText else hash(held)
+
+
+def held_size(sec: Section) -> int:
+    """The bytes ``sec``'s text takes in memory as held (its str, or its packed form)."""
+    held = _get_text(sec)
+    if type(held) is PackedText:
+        return sys.getsizeof(held) + sys.getsizeof(held.data)
+    return sys.getsizeof(held)
 
 
 def text_len(sec: Section) -> int:
@@ -213,4 +217,4 @@ def text_bytes(sec: Section) -> int:
     return len(held) if held.isascii() else len(held.encode("utf-8", "surrogatepass"))
 
 
-_PACKED_OVERHEAD: Final = sys.getsizeof(PackedText(b"", 0, 0)) + sys.getsizeof(b"")
+_PACKED_OVERHEAD: Final = sys.getsizeof(PackedText(b"", 0, 0, 0)) + sys.getsizeof(b"")

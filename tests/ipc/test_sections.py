@@ -13,6 +13,7 @@ import pytest
 from ipc.sections import (
     PACK_MIN_CHARS,
     Section,
+    held_size,
     is_packed,
     packed,
     text_bytes,
@@ -40,8 +41,9 @@ def test_a_packed_section_reads_compares_and_copies_as_the_original(text: str) -
     assert pickle.loads(pickle.dumps(p)) == orig
     assert replace(p, tokens=1).text == text
     assert p.to_wire() == orig.to_wire()
-    assert text_key(packed(orig)) == text_key(p)  # the same text packed twice: the same key
+    assert text_key(p) == text_key(orig) == hash(text)  # packed or not: the scorer's cache holds
     assert text_key(packed(replace(orig, text=text + "x"))) != text_key(p)
+    assert held_size(p) * 2 < held_size(orig)
 
 
 def test_it_holds_long_logs_in_a_fraction_of_the_memory() -> None:

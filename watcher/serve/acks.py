@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from ipc.context import ContextError
 from ipc.protocol import MAX_DETAIL_LEN, E, ProtocolError, field, name_ok
-from ipc.sections import packed
 from watcher.observe import logs
 from watcher.serve import limits, records
 from watcher.serve.hub import Hub
@@ -39,13 +37,12 @@ class Acks:
             )
             return
         try:
-            # the digests held packed, as the mirror holds what agents send (ipc.sections.packed)
-            digest = tuple(packed(d) for d in pending.proposal.digest)
-            state.ctx.apply_proposal(replace(pending.proposal, digest=digest), version)
+            state.ctx.apply_proposal(pending.proposal, version)
         except ContextError as exc:
             self.sync.resync(state, f"ACK of {pid}: {exc}", ref)
             return
         self.hub.meter.set(state, limits.mirror_bytes(state.ctx))
+        self.hub.packer.note(state, pending.proposal.digest)  # long digests are held packed too
         records.settled(self.hub, state, pid, "acked", version=version)
         p = pending.proposal
         state.count_applied(p)

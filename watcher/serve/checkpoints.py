@@ -20,7 +20,6 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ipc.protocol import CheckpointRequest, E, ProtocolError, RestoreRequest, T
-from ipc.sections import packed
 from watcher.serve.recall import check_claim, page_bytes, sections_page
 from watcher.serve.session import Session
 from watcher.store.crashpoints import crashpoint
@@ -112,7 +111,7 @@ def restore(
     expired = store.proposals.expire_open(state.agent, reason=f"restored checkpoint {req.name}")
     state.pending.clear()
     version = max(state.ctx.version, req.version or 0) + 1
-    state.ctx.reset([packed(s) for s in sections], version)
+    state.ctx.reset(sections, version)
     state.synced = True
     state.stuck_reported = False
     state.stuck_tokens = 0

@@ -12,6 +12,7 @@ from watcher.config.settings import Config
 from watcher.planning.policies import Policy
 from watcher.serve import limits
 from watcher.serve.auth import PeerInfo
+from watcher.serve.packer import Packer
 from watcher.serve.scheduler import FairScheduler
 from watcher.serve.session import Session
 from watcher.store.store import Store
@@ -36,6 +37,7 @@ class Hub(Protocol):
     by_peer: dict[bytes, Session]
     meter: limits.Meter  # bytes all mirrors hold (watcher.serve.limits)
     scheduler: FairScheduler
+    packer: Packer  # long texts of the mirrors held deflated (watcher.serve.packer)
 
     def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None: ...
 

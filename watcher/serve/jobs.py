@@ -272,14 +272,18 @@ class Jobs:
         if not self.wanted(state):
             return False, None
         marks = self.marks_for(state)  # once per job, on the loop (the queue's state is read here)
-        for _ in range(PLAN_ATTEMPTS):
-            sections = list(state.ctx)
-            p = await asyncio.to_thread(self.plan_on, state, sections, marks, self.ahead(state))
-            if not self.wanted(state):
-                return False, None
-            if unchanged(sections, state.ctx):
-                return True, p
-        return True, self.plan_on(state, list(state.ctx), marks, self.ahead(state))
+        state.planning = True  # the packer leaves the mirror's objects as they are meanwhile
+        try:
+            for _ in range(PLAN_ATTEMPTS):
+                sections = list(state.ctx)
+                p = await asyncio.to_thread(self.plan_on, state, sections, marks, self.ahead(state))
+                if not self.wanted(state):
+                    return False, None
+                if unchanged(sections, state.ctx):
+                    return True, p
+            return True, self.plan_on(state, list(state.ctx), marks, self.ahead(state))
+        finally:
+            state.planning = False
 
     async def run(self, state: Session) -> None:
         """The agent's turn in the scheduler: plan on the mirror as it is now, then compact (a

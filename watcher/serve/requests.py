@@ -39,6 +39,7 @@ class Requests:
         req = parse_restore(msg)
         reply = restore_op(hub.store, state, req, ref, hub.max_frame, hub.summarizer.count)
         hub.meter.set(state, limits.mirror_bytes(state.ctx))  # (it was this agent's mirror once)
+        hub.packer.note(state, state.ctx)
         log.info(
             "checkpoint_restored",
             agent=state.agent,

@@ -29,6 +29,7 @@ from watcher.serve.auth import PeerInfo
 from watcher.serve.housekeeping import Housekeeping, Switch, gc_pacer
 from watcher.serve.hub import Listener, Route
 from watcher.serve.jobs import Jobs
+from watcher.serve.packer import Packer
 from watcher.serve.readers import Readers
 from watcher.serve.requests import Requests, status
 from watcher.serve.scheduler import FairScheduler
@@ -84,6 +85,8 @@ class Server:
         self._listeners: list[Listener] = []  # add_listener
         self._status_extra: dict[str, Callable[[], Any]] = {}  # more "daemon" fields for STATUS
         self.meter = limits.Meter()  # bytes all mirrors hold (watcher.serve.limits)
+        self.packer = Packer()  # long texts of the mirrors held deflated, packed in a thread
+        self.add_status("packing", self.packer.stats)
         # compaction jobs: one per agent at a time, earliest deadline first; a model lane only with a model
         self.scheduler = FairScheduler(self.tasks, has_model=lambda: self.summarizer.engine is not None)
         self.add_status("compaction_queue", self.scheduler.stats)
@@ -121,6 +124,7 @@ class Server:
         stopper = asyncio.create_task(stop.wait(), name="server-stop")
         stopper.add_done_callback(on_stop)
         pacer = asyncio.create_task(gc_pacer(), name="gc-pacer")
+        packer = asyncio.create_task(self.packer.run(), name="packer")
         Switch.enter()
         try:
             while not stop.is_set():
@@ -154,6 +158,7 @@ class Server:
         finally:
             stopper.cancel()
             pacer.cancel()
+            packer.cancel()
             Switch.leave()
             if self._log_agent is not None:  # the last frame's agent must not label the shutdown logs
                 structlog.contextvars.unbind_contextvars("agent")

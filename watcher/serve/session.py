@@ -82,6 +82,7 @@ class Session:
     archive: MutableMapping[str, tuple[Section, ...]] = field(default_factory=dict)
     ids: IdSource = field(default_factory=LocalIds)  # the server installs its store's (watcher.store.ids)
     job_running: bool = False
+    planning: bool = False  # a job plans on a snapshot of the mirror (watcher.serve.packer waits)
     last_seen: float = field(default_factory=time.monotonic)
     stuck_reported: bool = False
     stuck_tokens: int = 0  # usage when compaction last found nothing to fold

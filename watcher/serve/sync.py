@@ -9,7 +9,7 @@ from typing import Any
 
 from ipc.context import ContextError
 from ipc.protocol import MAX_SNAPSHOT_SECTIONS, E, Op, ProtocolError, T, parse_delta, parse_snapshot
-from ipc.sections import PACK_MIN_CHARS, Section, packed, text_len
+from ipc.sections import Section
 from watcher.observe import logs
 from watcher.serve import limits, records, wire
 from watcher.serve.hub import Hub
@@ -45,7 +45,7 @@ class Sync:
                 )
             n = len(staged.sections) + len(snap.sections)
             self._check_size("SNAPSHOT", state, n, staged.nbytes + part_bytes, ref)
-            staged.sections.extend(self._held(snap.sections))
+            staged.sections.extend(self._counted(snap.sections))
             staged.nbytes += part_bytes
             staged.next_part += 1
             if snap.more:
@@ -54,12 +54,13 @@ class Sync:
             sections, nbytes = staged.sections, staged.nbytes
         else:
             self._check_size("SNAPSHOT", state, len(snap.sections), part_bytes, ref)
-            sections, nbytes = self._held(snap.sections), part_bytes
+            sections, nbytes = self._counted(snap.sections), part_bytes
         try:
             state.ctx.reset(sections, version)
         except ContextError as exc:
             raise ProtocolError(E.INVALID, f"SNAPSHOT: {exc}", ref) from None
         hub.meter.set(state, nbytes)
+        hub.packer.note(state, sections)
         state.synced = True
         state.pending.clear()  # proposals computed against the old mirror are void...
         # ...unless the store says they are still open (watcher.serve.recovery)
@@ -90,8 +91,8 @@ class Sync:
         total = hub.meter.total(hub.agents.values())
         nbytes = limits.check_delta(hub.cfg.daemon, state, ops, total, ref)
         for op in ops:
-            if op.sections and not all(s.tokens and text_len(s) < PACK_MIN_CHARS for s in op.sections):
-                ops = [type(o)(o.op, tuple(self._held(o.sections)), o.ids) if o.sections else o for o in ops]
+            if op.sections and not all(s.tokens for s in op.sections):
+                ops = [type(o)(o.op, tuple(self._counted(o.sections)), o.ids) for o in ops]
                 break
         try:
             state.ctx.apply_ops(ops, version)
@@ -99,6 +100,9 @@ class Sync:
             self.resync(state, str(exc), ref)
             return
         hub.meter.set(state, nbytes)
+        for op in ops:
+            if op.sections:
+                hub.packer.note(state, op.sections)
         self.synced(state, ref)
 
     def synced(self, state: Session, ref: int | None) -> None:
@@ -125,8 +129,6 @@ class Sync:
         others = self.hub.meter.total(self.hub.agents.values()) - limits.held_bytes(state)
         limits.check_size(self.hub.cfg.daemon, what, state.agent, sections, nbytes, others, ref)
 
-    def _held(self, sections: Sequence[Section]) -> list[Section]:
-        """The sections as the mirror holds them: token counts filled in, long texts packed
-        (ipc.sections.packed: a mirror's long tool outputs take ~8x less memory)."""
+    def _counted(self, sections: Sequence[Section]) -> list[Section]:
         count = self.hub.summarizer.count
-        return [packed(s if s.tokens else s.with_tokens(count(s.text))) for s in sections]
+        return [s if s.tokens else s.with_tokens(count(s.text)) for s in sections]

@@ -178,9 +178,10 @@ async def test_the_mirror_holds_long_texts_packed_and_counts_and_reads_them_as_s
         serving(tmp_path, make) as served,
         AgentLink(served.endpoint, agent="p", budget=200_000, zmq_context=served.ctx) as link,
     ):
+        packer = served.server.packer
         await link.snapshot([Section("a", "tool_result", log), Section("q", "user", "short question")])
         await link.append(Section("b", "tool_result", wide), wait=True)  # a DELTA
-        await link.replace(Section("a", "tool_result", wide), wait=True)
+        await packer.pack()
         state = served.server.agents["p"]
         held = {s.id: s for s in state.ctx}
         assert [is_packed(held[k]) for k in ("a", "q", "b")] == [True, False, True]
@@ -188,3 +189,21 @@ async def test_the_mirror_holds_long_texts_packed_and_counts_and_reads_them_as_s
         assert state.nbytes == sum(section_bytes(s) for s in link.context)
         assert state.nbytes == sum(len(s.text.encode()) + len(s.id) for s in link.context)
         assert all(s.tokens for s in state.ctx), "counted by the daemon, before it packed them"
+        assert packer.stats()["packed_sections"] == 2 and packer.stats()["packed_saved_bytes"] > 5000
+
+        # a swap waits while a job plans; a copy whose original left the mirror is dropped (the
+        # server's own packer runs too, every PACK_EVERY_S: each step holds whoever packs)
+        state.planning = True  # a job plans on the mirror's objects: swaps wait for it
+        await link.replace(Section("a", "tool_result", wide), wait=True)
+        replaced = state.ctx.get("a")
+        packer.note(state, [replaced])  # queued twice: the second copy finds the first swapped in
+        await packer.pack()
+        assert state.ctx.get("a") is replaced and packer.stats()["pack_waiting"] == 2
+        state.planning = False
+        await packer.pack()
+        assert is_packed(state.ctx.get("a")) and state.ctx.get("a").text == wide
+        assert packer.stats() == {
+            "packed_sections": 3,
+            "packed_saved_bytes": packer.saved,
+            "pack_waiting": 0,
+        }
