@@ -114,6 +114,12 @@ class DaemonConfig:
         rule=rules.at_least(1024),
         doc="Most bytes (UTF-8 section text) in all agents' contexts together; >= 1024.",
     )
+    pack_texts: bool = key(
+        default=True,
+        doc="Hold the mirrors' texts of 1024 characters or more deflated (a thread packs them): about"
+        " 40 MB less at 800 agents, for the CPU it takes (ingest p99 +6 ms at 1600 agents on 2 busy"
+        " cores). false = keep new texts as they came; texts already packed stay packed.",
+    )
 
 
 @section

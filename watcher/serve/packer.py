@@ -16,7 +16,7 @@ A packed section has the same ``text_key`` as its original, so the scorer's cach
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 from ipc.sections import PACK_MIN_CHARS, Section, held_size, is_packed, packed, text_len
@@ -30,7 +30,8 @@ def _pack_all(sections: list[Section]) -> list[Section]:
 
 
 class Packer:
-    def __init__(self) -> None:
+    def __init__(self, enabled: Callable[[], bool] = lambda: True) -> None:
+        self.enabled = enabled  # read at each note: [daemon] pack_texts, reloadable
         self._todo: list[tuple[Session, Section]] = []  # to pack
         self._ready: list[tuple[Session, Section, Section]] = []  # packed, to swap in
         self.sections = 0  # sections held packed in place of their originals
@@ -38,6 +39,8 @@ class Packer:
 
     def note(self, state: Session, sections: Iterable[Section]) -> None:
         """Queue the long texts among ``sections``, just applied to ``state``'s mirror."""
+        if not self.enabled():
+            return
         for s in sections:
             if text_len(s) >= PACK_MIN_CHARS and not is_packed(s):
                 self._todo.append((state, s))

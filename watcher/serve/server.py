@@ -85,7 +85,8 @@ class Server:
         self._listeners: list[Listener] = []  # add_listener
         self._status_extra: dict[str, Callable[[], Any]] = {}  # more "daemon" fields for STATUS
         self.meter = limits.Meter()  # bytes all mirrors hold (watcher.serve.limits)
-        self.packer = Packer()  # long texts of the mirrors held deflated, packed in a thread
+        # long texts of the mirrors held deflated, packed in a thread ([daemon] pack_texts)
+        self.packer = Packer(lambda: self.cfg.daemon.pack_texts)
         self.add_status("packing", self.packer.stats)
         # compaction jobs: one per agent at a time, earliest deadline first; a model lane only with a model
         self.scheduler = FairScheduler(self.tasks, has_model=lambda: self.summarizer.engine is not None)

@@ -5,6 +5,7 @@ a real ipc socket, a real store file and a real AgentLink."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import sys
 import threading
@@ -207,3 +208,20 @@ async def test_the_mirror_holds_long_texts_packed_and_counts_and_reads_them_as_s
             "packed_saved_bytes": packer.saved,
             "pack_waiting": 0,
         }
+
+
+async def test_pack_texts_off_keeps_new_texts_as_they_came(tmp_path: Path) -> None:
+    log = "".join(f"ok {i}: value={i * 7}\n" for i in range(200))
+    cfg = dataclasses.replace(Config(), daemon=dataclasses.replace(Config().daemon, pack_texts=False))
+
+    def make(sock: zmq.asyncio.Socket) -> Server:
+        return Server(sock, cfg, Summarizer(None))
+
+    async with (
+        serving(tmp_path, make) as served,
+        AgentLink(served.endpoint, agent="p", budget=200_000, zmq_context=served.ctx) as link,
+    ):
+        await link.append(Section("a", "tool_result", log), wait=True)
+        await served.server.packer.pack()
+        assert not is_packed(served.server.agents["p"].ctx.get("a"))
+        assert served.server.packer.stats()["packed_sections"] == 0
