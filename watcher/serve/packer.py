@@ -2,27 +2,42 @@
 they arrive.
 
 A mirror holds every section of an agent's context for as long as it is there, and most of its
-bytes are long tool outputs that deflate 4-8x. Deflating on the serving loop when a frame arrives
-measured the same ingest p99 at 800 agents but a higher one at 1 600, where the loop is short of
-CPU (docs/BENCHMARKS.md, "Memory: long texts held deflated"); so the loop only queues the new long
-sections (:meth:`Packer.note`: a length check each), and every :data:`PACK_EVERY_S` a thread packs
-them (zlib releases the GIL while it deflates). Back on the loop each packed section takes its
-original's place in the mirror (``Context.swap``: the same position, version and content), unless
-the original is gone or changed by then (the packed copy is dropped), or its agent's job is planning
-on a snapshot of the mirror (it would find the mirror moved and plan again): then at the next round.
-A packed section has the same ``text_key`` as its original, so the scorer's cached features stay.
+bytes are long tool outputs that deflate 4-8x. The serving loop only queues the new long sections
+(:meth:`Packer.note`: a length check each). Every :data:`PACK_EVERY_S` a thread of its own packs
+them (zlib releases the GIL while it deflates), at niceness +:data:`PACK_NICE`: below the inference
+thread's +10, whose CPU it took at the daemon's priority (fewer model jobs at the knee,
+docs/BENCHMARKS.md "Memory: long texts held deflated"). When the cores are short, the packing
+waits, not the model or the loop.
+
+Back on the loop each packed section takes its original's place in the mirror (``Context.swap``:
+the same position, version and content), unless the original is gone by then (the packed copy is
+dropped), or its agent's job is planning on a snapshot of the mirror (it would find the mirror
+moved and plan again): then at the next round. A packed section has the same ``text_key`` as its
+original, so the scorer's cached features stay.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from ipc.sections import PACK_MIN_CHARS, Section, held_size, is_packed, packed, text_len
 from watcher.serve.session import Session
 
 PACK_EVERY_S: Final = 0.25  # how long a new long text may stay unpacked (a pacing timer)
+PACK_NICE: Final = 15  # added to the packing thread's niceness (Linux: per thread)
+
+
+def _lower_priority() -> None:
+    """The packing thread's start: below the inference thread (best effort, as there)."""
+    with contextlib.suppress(OSError, AttributeError):
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + PACK_NICE)
 
 
 def _pack_all(sections: list[Section]) -> list[Section]:
@@ -32,6 +47,7 @@ def _pack_all(sections: list[Section]) -> list[Section]:
 class Packer:
     def __init__(self, enabled: Callable[[], bool] = lambda: True) -> None:
         self.enabled = enabled  # read at each note: [daemon] pack_texts, reloadable
+        self._pool: ThreadPoolExecutor | None = None  # the packing thread, started at the first batch
         self._todo: list[tuple[Session, Section]] = []  # to pack
         self._ready: list[tuple[Session, Section, Section]] = []  # packed, to swap in
         self.sections = 0  # sections held packed in place of their originals
@@ -58,7 +74,11 @@ class Packer:
         """Pack what is queued (in a thread) and swap in what can be; the number swapped in."""
         if self._todo:
             batch, self._todo = self._todo, []
-            done = await asyncio.to_thread(_pack_all, [s for _, s in batch])
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, "compactd-pack", initializer=_lower_priority)
+            done = await asyncio.get_running_loop().run_in_executor(
+                self._pool, _pack_all, [s for _, s in batch]
+            )
             self._ready.extend((state, old, new) for (state, old), new in zip(batch, done, strict=True))
         ready, self._ready = self._ready, []
         swapped = 0
@@ -72,6 +92,12 @@ class Packer:
                 self.saved += held_size(old) - held_size(new)
         self.sections += swapped
         return swapped
+
+    def close(self) -> None:
+        """Stop the packing thread (a batch it is packing is finished and dropped)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def stats(self) -> dict[str, int]:
         return {

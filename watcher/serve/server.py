@@ -160,6 +160,7 @@ class Server:
             stopper.cancel()
             pacer.cancel()
             packer.cancel()
+            self.packer.close()
             Switch.leave()
             if self._log_agent is not None:  # the last frame's agent must not label the shutdown logs
                 structlog.contextvars.unbind_contextvars("agent")
