@@ -116,9 +116,9 @@ class DaemonConfig:
     )
     pack_texts: bool = key(
         default=True,
-        doc="Hold the mirrors' texts of 1024 characters or more deflated (a thread packs them): about"
-        " 40 MB less at 800 agents, for the CPU it takes (ingest p99 +6 ms at 1600 agents on 2 busy"
-        " cores). false = keep new texts as they came; texts already packed stay packed.",
+        doc="Hold the mirrors' texts of 1024 characters or more deflated (a low-priority thread packs"
+        " them): about 30 MB less at 800 agents, for the CPU it takes (ingest p99 +1.5-7 ms there on"
+        " 2 cores). false = keep new texts as they came; texts already packed stay packed.",
     )
 
 
