@@ -31,6 +31,9 @@ from watcher.serve.session import Session
 
 PACK_EVERY_S: Final = 0.25  # how long a new long text may stay unpacked (a pacing timer)
 PACK_NICE: Final = 15  # added to the packing thread's niceness (Linux: per thread)
+# most sections queued at once: when the cores are too short for the packing thread to keep up,
+# later long texts stay as they came (counted) rather than the queue growing without bound
+MAX_WAITING: Final = 20_000
 
 
 def _lower_priority() -> None:
@@ -52,6 +55,7 @@ class Packer:
         self._ready: list[tuple[Session, Section, Section]] = []  # packed, to swap in
         self.sections = 0  # sections held packed in place of their originals
         self.saved = 0  # bytes of str those originals took, minus what their packed texts take
+        self.skipped = 0  # long texts not queued because MAX_WAITING were waiting
 
     def note(self, state: Session, sections: Iterable[Section]) -> None:
         """Queue the long texts among ``sections``, just applied to ``state``'s mirror."""
@@ -59,7 +63,10 @@ class Packer:
             return
         for s in sections:
             if text_len(s) >= PACK_MIN_CHARS and not is_packed(s):
-                self._todo.append((state, s))
+                if self.waiting >= MAX_WAITING:
+                    self.skipped += 1
+                else:
+                    self._todo.append((state, s))
 
     @property
     def waiting(self) -> int:
@@ -73,7 +80,9 @@ class Packer:
     async def pack(self) -> int:
         """Pack what is queued (in a thread) and swap in what can be; the number swapped in."""
         if self._todo:
-            batch, self._todo = self._todo, []
+            # only what the mirrors still hold: a section folded meanwhile is not worth packing
+            batch = [(state, s) for state, s in self._todo if state.ctx.get(s.id) is s]
+            self._todo = []
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, "compactd-pack", initializer=_lower_priority)
             done = await asyncio.get_running_loop().run_in_executor(
@@ -104,4 +113,5 @@ class Packer:
             "packed_sections": self.sections,
             "packed_saved_bytes": self.saved,
             "pack_waiting": self.waiting,
+            "pack_skipped": self.skipped,
         }

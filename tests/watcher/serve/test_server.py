@@ -14,11 +14,13 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 import zmq
 import zmq.asyncio
 
 from ipc.client import AgentLink
 from ipc.context import Context
+from ipc.protocol import Op
 from ipc.sections import Section, is_packed
 from summarizer.digest import Summarizer
 from tests.fixtures.daemon import wait_until
@@ -30,6 +32,7 @@ from watcher.serve.housekeeping import SWITCH_INTERVAL_S, gc_pacer
 from watcher.serve.jobs import unchanged
 from watcher.serve.limits import section_bytes
 from watcher.serve.server import Server
+from watcher.serve.session import Session
 from watcher.store.store import DB_NAME, Store
 
 
@@ -207,6 +210,7 @@ async def test_the_mirror_holds_long_texts_packed_and_counts_and_reads_them_as_s
             "packed_sections": 3,
             "packed_saved_bytes": packer.saved,
             "pack_waiting": 0,
+            "pack_skipped": 0,
         }
 
 
@@ -225,3 +229,26 @@ async def test_pack_texts_off_keeps_new_texts_as_they_came(tmp_path: Path) -> No
         await served.server.packer.pack()
         assert not is_packed(served.server.agents["p"].ctx.get("a"))
         assert served.server.packer.stats()["packed_sections"] == 0
+
+
+async def test_the_packer_skips_folded_sections_and_bounds_its_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    from watcher.serve import packer as packer_module
+
+    text = "".join(f"row {i}: value={i * 3}\n" for i in range(200))
+    state = Session("a", "default", b"peer", Watermarks(10_000, 0.2, 0.5))
+    kept, folded, extra = (Section(k, "tool_result", text) for k in ("kept", "folded", "extra"))
+    state.ctx.reset([kept, folded], 1)
+    monkeypatch.setattr(packer_module, "MAX_WAITING", 2)
+    packed_ids: list[str] = []
+    pack_all = packer_module._pack_all
+    monkeypatch.setattr(
+        packer_module, "_pack_all", lambda secs: packed_ids.extend(s.id for s in secs) or pack_all(secs)
+    )
+    p = packer_module.Packer()
+    p.note(state, [kept, folded, extra])  # the third is over the bound: left as it came
+    assert p.stats()["pack_waiting"] == 2 and p.stats()["pack_skipped"] == 1
+    state.ctx.apply_ops([Op("remove", ids=("folded",))], 2)  # folded before the packer ran
+    assert await p.pack() == 1
+    assert packed_ids == ["kept"], "a section the mirror no longer holds is not packed"
+    assert is_packed(state.ctx.get("kept")) and p.stats()["pack_waiting"] == 0
+    p.close()
