@@ -212,9 +212,12 @@ def text_len(sec: Section) -> int:
 def text_bytes(sec: Section) -> int:
     """The UTF-8 length of ``sec.text`` (lone surrogates as 3 bytes), without unpacking it."""
     held = _get_text(sec)
-    if type(held) is PackedText:
-        return held.nbytes
-    return len(held) if held.isascii() else len(held.encode("utf-8", "surrogatepass"))
+    return held.nbytes if type(held) is PackedText else utf8_len(held)
+
+
+def utf8_len(s: str) -> int:
+    """``len(s.encode("utf-8", "surrogatepass"))``, without encoding an ASCII str."""
+    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
 
 
 _PACKED_OVERHEAD: Final = sys.getsizeof(PackedText(b"", 0, 0, 0)) + sys.getsizeof(b"")

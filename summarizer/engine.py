@@ -72,12 +72,13 @@ class _Job:
     stop: tuple[str, ...]
 
 
-def _lower_priority() -> None:
-    """The inference thread's start: raise its niceness by INFERENCE_NICE (best effort: a seccomp
-    filter or another OS may refuse, and then it runs at the process's priority)."""
+def lower_thread_priority(by: int) -> None:
+    """Raise the calling thread's niceness by ``by`` (Linux: per thread, inherited by the threads
+    it starts; best effort: a seccomp filter or another OS may refuse, and then it runs at the
+    process's priority). A thread pool's initializer: the inference thread's, the packer's."""
     with contextlib.suppress(OSError, AttributeError):
         tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + INFERENCE_NICE)
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + by)
 
 
 class LlamaEngine:
@@ -90,7 +91,9 @@ class LlamaEngine:
         # loaded_path: the file in use (the re-encoded one, or settings.path); weights_error: why
         # the re-encoded weights asked for are not in use ("" if they are, or none were asked for)
         self._llm, self.loaded_path, self.weights_error = load_model(settings, self.n_threads)
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="llama", initializer=_lower_priority)
+        self._pool = ThreadPoolExecutor(
+            1, thread_name_prefix="llama", initializer=lower_thread_priority, initargs=(INFERENCE_NICE,)
+        )
         self._lock = threading.Lock()
         self._closed = False
         self._kv: list[int] = []  # the tokens whose KV state the context holds, in order

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from ipc.context import Context
 from ipc.protocol import E, Op, ProtocolError
-from ipc.sections import Section, text_bytes
+from ipc.sections import Section, text_bytes, utf8_len
 from watcher.serve.session import Session
 
 
@@ -30,14 +30,10 @@ class LimitConfig(Protocol):  # the [daemon] keys read here (watcher.config.sett
     def max_total_bytes(self) -> int: ...
 
 
-def _utf8_len(s: str) -> int:
-    return len(s) if s.isascii() else len(s.encode("utf-8", "surrogatepass"))
-
-
 def section_bytes(s: Section) -> int:
     n = text_bytes(s) + len(s.id)
     if s.meta:
-        n += sum(_utf8_len(k) + _utf8_len(v) for k, v in s.meta.items())
+        n += sum(utf8_len(k) + utf8_len(v) for k, v in s.meta.items())
     return n
 
 

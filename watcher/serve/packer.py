@@ -19,14 +19,12 @@ original, so the scorer's cached features stay.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final
 
 from ipc.sections import PACK_MIN_CHARS, Section, held_size, is_packed, packed, text_len
+from summarizer.engine import lower_thread_priority
 from watcher.serve.session import Session
 
 PACK_EVERY_S: Final = 0.25  # how long a new long text may stay unpacked (a pacing timer)
@@ -34,13 +32,6 @@ PACK_NICE: Final = 15  # added to the packing thread's niceness (Linux: per thre
 # most sections queued at once: when the cores are too short for the packing thread to keep up,
 # later long texts stay as they came (counted) rather than the queue growing without bound
 MAX_WAITING: Final = 20_000
-
-
-def _lower_priority() -> None:
-    """The packing thread's start: below the inference thread (best effort, as there)."""
-    with contextlib.suppress(OSError, AttributeError):
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + PACK_NICE)
 
 
 def _pack_all(sections: list[Section]) -> list[Section]:
@@ -84,7 +75,9 @@ class Packer:
             batch = [(state, s) for state, s in self._todo if state.ctx.get(s.id) is s]
             self._todo = []
             if self._pool is None:
-                self._pool = ThreadPoolExecutor(1, "compactd-pack", initializer=_lower_priority)
+                self._pool = ThreadPoolExecutor(
+                    1, "compactd-pack", initializer=lower_thread_priority, initargs=(PACK_NICE,)
+                )
             done = await asyncio.get_running_loop().run_in_executor(
                 self._pool, _pack_all, [s for _, s in batch]
             )
