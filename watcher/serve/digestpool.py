@@ -18,90 +18,49 @@ it once more to a target corrected by that error, and the larger of the two that
 trajectory regions at 1/4 and 1/8: 16 fitted twice, none over the target, the digests a median
 0.967 of the target (counted in the worker with the tokenizer: 0.989).
 Without a model both sides count with the same character estimate, and nothing is corrected.
-It is started lazily, and if it dies the digest is computed on the loop instead (for RETRY_S; then
-a fresh worker is started).
+The worker is a plain child process (watcher.serve.digestworker: pipes, no multiprocessing), fed by
+one I/O thread here. It is started lazily, and if it dies the digest is computed on the loop
+instead (for RETRY_S; then a fresh worker is started).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import math
-import multiprocessing
 import os
-import re
-import signal
+import subprocess
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import IO
 
 from summarizer.digest import Digest, Item, Summarizer, approx_tokens
 from watcher.observe import logs
-from watcher.serve import heap
+from watcher.serve import digestworker
 
 log = logs.get("compactd.digestpool")
 
-PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 REFIT = 0.05  # a worker digest whose real count is this far under its estimate is fitted once more
 BIAS_WEIGHT = 0.1  # each digest's weight in the learnt bias (a geometric moving mean)
 BIAS_MAX = 2.0  # the bias stays within [1/BIAS_MAX, BIAS_MAX]
-# a BPE pre-tokenizer's pieces (GPT-2's pattern, ASCII classes): contractions, a word or a digit with
-# its leading space, a run of punctuation, whitespace
-PIECES = re.compile(r"""'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+""")
 RETRY_S = 10.0  # after the worker failed, digests are computed on the loop this long
-WORKER_NICE = 5  # the worker's niceness: when the cores are short, the daemon's loop (ingest) goes first
+STOP_S = 2.0  # close(): how long the worker may take to exit after its stdin closed, before SIGKILL
 
 
-def _die_with_parent(parent: int) -> None:
-    """Linux: SIGKILL this worker when the daemon dies, even by kill -9 (else it would wait on its
-    queue forever, an orphan outside systemd's cgroup cleanup)."""
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the daemon died before prctl took effect
-        os._exit(0)
-
-
-def _init(parent: int) -> None:
-    """Worker start: die with the daemon, ignore Ctrl-C (the daemon decides when to stop)."""
-    _die_with_parent(parent)
-    heap.configure()
-    with contextlib.suppress(OSError):
-        os.nice(WORKER_NICE)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def tokens_per_piece(items: Sequence[Item]) -> float:
-    """The region's own rate, from its sections' exact counts."""
-    pieces = sum(len(PIECES.findall(i.text)) for i in items if i.tokens > 0)
-    tokens = sum(i.tokens for i in items if i.tokens > 0)
-    return tokens / pieces if pieces and tokens else 1.0
-
-
-def _digest(items: list[Item], ref: str, target_tokens: int, bias: float | None) -> Digest:
-    """In the worker: the digest counted at the region's tokens per piece times ``bias`` (None:
-    with approx_tokens, as the daemon counts without a model)."""
-    if bias is None:
-        count = approx_tokens
-    else:
-        rate = tokens_per_piece(items) * bias  # here, not on the loop: a region can be megabytes
-
-        def count(text: str) -> int:
-            return math.ceil(len(PIECES.findall(text)) * rate)
-
-    try:
-        return asyncio.run(Summarizer(None, count=count, off_loop=False).digest(items, ref, target_tokens))
-    finally:
-        heap.trim()  # the region's strings are freed: their pages go back (this process's own)
+class WorkerDied(OSError):
+    """The worker closed its pipe (it died, or never started)."""
 
 
 class DigestPool:
     """One worker process computing deterministic digests."""
 
     def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        # the one thread that talks to the worker: it pickles a region out and the digest back off
+        # the loop, and one exchange at a time (a cancelled caller's exchange still completes)
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="digestpool")
+        self._lock = threading.Lock()
         self._retry_at = 0.0  # after a failure, digests stay on the loop until then
         self.remote = 0  # digests computed by the worker
         self.local = 0  # digests computed on the loop because the worker failed
@@ -114,22 +73,50 @@ class DigestPool:
         return PooledSummarizer(self, like.count)
 
     def warm(self) -> None:
-        """Start the worker now, not at the first digest: spawning it takes about a second (more
-        on a busy machine), which the first proposal of a fresh daemon would otherwise wait for."""
-        if self._pool is None:
-            with contextlib.suppress(OSError, RuntimeError):
-                self._ensure().submit(int)  # runs the initializer
+        """Start the worker now, not at the first digest: it takes a few hundred milliseconds to
+        import the summarizer (more on a busy machine), which the first proposal of a fresh daemon
+        would otherwise wait for."""
+        with contextlib.suppress(OSError):
+            self._ensure()
 
-    def _ensure(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=1,
-                mp_context=multiprocessing.get_context("spawn"),  # never fork a process with threads
-                initializer=_init,
-                initargs=(os.getpid(),),
+    @property
+    def worker_pid(self) -> int | None:
+        """The worker's pid while one runs."""
+        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        with self._lock:  # the loop (warm, shutdown) and the I/O thread (an exchange) both call it
+            return self._start()
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self._proc is None:
+            self._proc = subprocess.Popen(
+                digestworker.command(os.getpid()),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+                start_new_session=False,  # in the daemon's process group and cgroup
             )
             self.restarts += 1
-        return self._pool
+        return self._proc
+
+    def _exchange(self, request: tuple[list[Item], str, int, float | None]) -> Digest:
+        """On the I/O thread: one request and its reply."""
+        proc = self._ensure()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            digestworker.write_frame(proc.stdin, request)
+        except (BrokenPipeError, ValueError) as exc:  # ValueError: the pipe was closed meanwhile
+            raise WorkerDied(f"the digest worker's pipe is closed: {exc}") from exc
+        reply = digestworker.read_frame(proc.stdout)
+        if reply is None:
+            raise WorkerDied(f"the digest worker exited ({proc.poll()})")
+        ok, value = reply if isinstance(reply, tuple) and len(reply) == 2 else (False, reply)
+        if isinstance(value, Digest) and ok is True:
+            return value
+        if isinstance(value, BaseException):
+            raise value
+        raise WorkerDied(f"the digest worker replied {type(value).__name__}, not a digest")
 
     async def digest(
         self, count: Callable[[str], int], items: Sequence[Item], ref: str, target: int
@@ -140,9 +127,9 @@ class DigestPool:
             return await Summarizer(None, count=count).digest(items, ref, target)
         try:
             result = await self._fitted(count, list(items), ref, target)
-        except (BrokenProcessPool, OSError, RuntimeError) as exc:  # the worker died or cannot start
+        except (OSError, RuntimeError) as exc:  # the worker died, cannot start, or failed
             log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}", retry_s=RETRY_S)
-            self._shutdown()
+            self._shutdown(kill=True)
             self._retry_at = loop.time() + RETRY_S  # no restart storm if it cannot start at all
             self.local += 1
             return await Summarizer(None, count=count).digest(items, ref, target)
@@ -170,17 +157,36 @@ class DigestPool:
 
     async def _in_worker(self, items: list[Item], ref: str, target: int, bias: float | None) -> Digest:
         return await asyncio.get_running_loop().run_in_executor(
-            self._ensure(), _digest, items, ref, target, bias
+            self._io, self._exchange, (items, ref, target, bias)
         )
 
-    def _shutdown(self) -> None:
-        if self._pool is not None:
-            with contextlib.suppress(Exception):
-                self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+    def _shutdown(self, *, kill: bool) -> None:
+        """Stop the worker (safe to call twice). ``kill``: at once (it failed); else EOF on its stdin
+        ends it after the digest it may be computing, and SIGKILL after STOP_S. Its stdout is closed
+        last: the I/O thread may be reading it until the worker exits."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if kill:
+            proc.kill()
+        _close(proc.stdin)
+        try:
+            proc.wait(STOP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        _close(proc.stdout)
 
     def close(self) -> None:
-        self._shutdown()
+        self._shutdown(kill=False)
+        self._io.shutdown(wait=False, cancel_futures=True)
+
+
+def _close(pipe: IO[bytes] | None) -> None:
+    if pipe is not None:
+        with contextlib.suppress(OSError):
+            pipe.close()
 
 
 class PooledSummarizer(Summarizer):

