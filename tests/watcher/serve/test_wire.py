@@ -284,6 +284,28 @@ def test_fast_sections_and_ops_are_the_classes_own() -> None:
     assert repr(op) == "Op(op='remove', sections=(), ids=('a',))"
 
 
+def test_roles_and_empty_meta_are_held_once() -> None:
+    """Decoded sections share their role string and an empty meta; a role table that is full keeps
+    new roles as they came (a client cannot grow it), and a given meta stays the section's own."""
+    frame = pack(
+        delta([append(sec(id="a", role="tool"), sec(id="b", role="tool"), sec(id="c", meta={"k": "v"}))])
+    )
+    first, second = (wire.decode_delta(frame, MAX) for _ in range(2))
+    assert first is not None and second is not None
+    a, b, c = first[3][0].sections
+    assert a.role == "tool" and a.role is b.role is second[3][0].sections[0].role
+    assert a.meta == {} and a.meta is b.meta and c.meta == {"k": "v"}
+    before = dict(wire._roles)
+    try:
+        wire._roles.update({f"r{i}": f"r{i}" for i in range(wire.MAX_ROLES)})
+        full = len(wire._roles)
+        late = wire.decode_delta(pack(delta([append(sec(role="new-role"))])), MAX)
+        assert late is not None and late[3][0].sections[0].role == "new-role" and len(wire._roles) == full
+    finally:
+        wire._roles.clear()
+        wire._roles.update(before)
+
+
 @given(
     ref=st.integers(0, MAX_INT),
     version=st.integers(-MAX_INT, MAX_INT),
