@@ -23,11 +23,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-# Positions per decode when every position's logits are read back. llama.cpp keeps an output buffer of
-# rows x vocabulary x 4 bytes (49k vocabulary: 100 MB at 512 rows) and it never shrinks: scoring in
+# Positions per decode when every position's logits are read back: the engine's settings.score_rows
+# (at most n_batch). llama.cpp keeps an output buffer of rows x vocabulary x 4 bytes (49k vocabulary:
+# 100 MB at 512 rows) that never shrinks, and the graph's result tensor of the same size: scoring in
 # 512-row batches raised the daemon's RSS by 190 MB, in 128-row batches by 45 MB, at about the same
-# speed (docs/BENCHMARKS.md, "Memory with the model").
-SCORE_ROWS = 128
+# speed (docs/BENCHMARKS.md, "Memory with the model"); 64 rows take 24 MB less than 128 and score
+# ~18 % slower ("[model] score_rows", stop 31).
 
 
 class GenerationTimeout(TimeoutError):
@@ -118,7 +119,7 @@ def score_locked(
     owner = np.repeat(np.arange(len(per_piece)), [len(t) for t in per_piece])
     lp = np.zeros(len(stream), dtype=np.float64)
     room = engine.n_ctx - len(head) - 1
-    step = min(SCORE_ROWS, engine.settings.n_batch)
+    step = max(1, min(engine.settings.score_rows, engine.settings.n_batch))
     if room < 16:
         raise ValueError(f"a prefix of {len(head)} tokens leaves no room in a {engine.n_ctx}-token context")
     evaluated = 0

@@ -54,6 +54,34 @@ async def test_scores_are_log_probabilities_of_each_line_across_windows(engine: 
     assert rep.pieces[1].self_information < rep.pieces[0].self_information / 2
 
 
+async def test_score_rows_bounds_the_positions_read_back_per_decode(
+    engine: LlamaEngine, model_path: str
+) -> None:
+    """[model] score_rows: each scoring decode reads back at most that many positions' logits
+    (llama.cpp holds 2 x rows x vocabulary floats); the log-probabilities are the same but for
+    the numerics of another batch size."""
+    pieces = [f"step {i}: compiled module_{i % 7}.rs in {i * 13 % 97} ms\n" for i in range(40)]
+    small = LlamaEngine(EngineSettings(model_path, n_ctx=256, weights="q4_0", score_rows=16))
+    batches: list[int] = []
+    decode = small._decode
+
+    def spy(batch: list[int], logits_all: bool) -> None:
+        if logits_all:
+            batches.append(len(batch))
+        decode(batch, logits_all)
+
+    small._decode = spy  # type: ignore[method-assign]
+    try:
+        few = await small.score(NEUTRAL_PREFIX, pieces)
+    finally:
+        small.close()
+    wide = await engine.score(NEUTRAL_PREFIX, pieces)
+    assert batches and max(batches) == 16 and sum(batches) >= few.tokens
+    assert [p.tokens for p in few.pieces] == [p.tokens for p in wide.pieces]
+    for a, b in zip(few.pieces, wide.pieces, strict=True):
+        assert math.isclose(a.logprob, b.logprob, rel_tol=0.1, abs_tol=0.1)  # batch-size numerics: <5 % seen
+
+
 async def test_every_selected_token_is_a_verbatim_quote_of_its_region(engine: LlamaEngine) -> None:
     for case in load_cases(CASES):
         if case.split != "stress" or len(case.lines) > 100:  # the three small stress logs

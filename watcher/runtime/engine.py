@@ -37,6 +37,7 @@ def load_engine(cfg: Config) -> LlamaEngine | None:
         m.timeout_s,
         weights=normalize_weights(m.weights),
         cache_dir=m.cache_dir,
+        score_rows=m.score_rows,
     )
     try:
         engine = LlamaEngine(settings)

@@ -33,6 +33,7 @@ enabled = false
 n_ctx = 4096
 n_threads = 3
 n_batch = 256
+score_rows = 64
 max_tokens = 200
 timeout_s = 15
 weights = "f32"

@@ -35,7 +35,7 @@ def test_reload_classes_are_derived_from_the_schema() -> None:
     restart = "daemon.socket daemon.state_dir daemon.max_frame_bytes daemon.curve_secret_key_file"
     restart += " daemon.curve_allowed_keys_dir model.n_ctx model.n_threads model.weights model.cache_dir"
     assert set((restart + " metrics.listen store.synchronous").split()) <= RESTART_REQUIRED
-    engine = "model.path model.enabled model.n_batch model.max_tokens model.timeout_s"
+    engine = "model.path model.enabled model.n_batch model.max_tokens model.timeout_s model.score_rows"
     assert set(engine.split()) <= ENGINE_KEYS
     assert "model.required" in {s.dotted for s in KEYS if s.meta.reload is Reload.START}
     assert not RESTART_REQUIRED & ENGINE_KEYS
