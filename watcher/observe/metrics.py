@@ -119,7 +119,7 @@ class Metrics:
         self.server = server
         self.events: EventStats | None = None  # set (and swapped on reload) by the daemon
         # the store's background work (watcher.store.database.Database.background), set by the daemon
-        self.store: Callable[[], Mapping[str, int]] | None = None
+        self.store: Callable[[], Mapping[str, float]] | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.compactions = Counter("compactd_compactions", "Proposals applied by agents (ACKed)", registry=r)
@@ -301,7 +301,7 @@ class _Live(Collector):
             yield dropped
 
 
-def _store_series(bg: Mapping[str, int]) -> Iterable[Metric]:
+def _store_series(bg: Mapping[str, float]) -> Iterable[Metric]:
     yield _gauge(
         "compactd_store_index_pending_rows",
         "Archived rows the search index has not reached yet (search scans them meanwhile)",
@@ -309,6 +309,11 @@ def _store_series(bg: Mapping[str, int]) -> Iterable[Metric]:
     )
     yield CounterMetricFamily(
         "compactd_store_indexed_rows", "Archived rows indexed by the search thread", value=bg["indexed_rows"]
+    )
+    yield CounterMetricFamily(
+        "compactd_store_write_gate_wait_seconds",
+        "Seconds the daemon's store transactions waited for a search-index slice being written",
+        value=bg["write_gate_waited_s"],
     )
     checkpoints = CounterMetricFamily(
         "compactd_store_wal_checkpoints",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from watcher.store.fts import Indexer, index_all, pending_rows
+from watcher.store.gate import WriteGate
 from watcher.store.records import CorruptError, StoreError
 from watcher.store.schema import migrate
 from watcher.store.wal import Checkpointer
@@ -43,6 +44,7 @@ class Database:
         self.lock_fd = lock_fd
         self.checkpointer: Checkpointer | None = None  # (open(): the WAL is checkpointed off the loop)
         self.indexer: Indexer | None = None  # (open(): archived texts are indexed off the loop)
+        self.gate = WriteGate()  # this connection's transactions before the indexer's (watcher.store.gate)
         self.index_inline = False  # no indexer thread could be had: archived() indexes (memory())
         self.commits = 0
         self.syncs = 0
@@ -87,7 +89,7 @@ class Database:
                 migrate(conn, str(p))
                 db = cls(conn, str(p), synchronous=synchronous, lock_fd=lock_fd, clock=clock)
                 db.checkpointer = Checkpointer.start(conn, str(p), synchronous)
-                db.indexer = Indexer.start(str(p), synchronous, db.checkpointer)
+                db.indexer = Indexer.start(str(p), synchronous, db.checkpointer, db.gate)
                 db.index_inline = db.indexer is None
             except BaseException:
                 conn.close()
@@ -148,7 +150,7 @@ class Database:
         """Checkpoints the WAL thread has run (0 where SQLite's automatic checkpoints are on)."""
         return self.checkpointer.runs if self.checkpointer is not None else 0
 
-    def background(self) -> dict[str, int]:
+    def background(self) -> dict[str, int | float]:
         """What the store's threads have done, and the search index's lag (STATUS)."""
         ckpt, indexer = self.checkpointer, self.indexer
         return {
@@ -160,6 +162,8 @@ class Database:
             "wal_checkpoints_inline": ckpt.inline if ckpt is not None else 0,
             "wal_checkpoint_failures": ckpt.failures if ckpt is not None else 0,
             "index_writes_deferred": ckpt.deferred if ckpt is not None else 0,
+            "write_gate_waits": self.gate.waits,
+            "write_gate_waited_s": round(self.gate.waited_s, 3),
         }
 
     @property
@@ -182,13 +186,14 @@ class Database:
         if sync:
             self.conn.execute("PRAGMA synchronous = FULL")
         try:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+            with self.gate.first():
+                self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self.conn
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
+                self.conn.execute("COMMIT")
         finally:
             if sync:
                 self.conn.execute("PRAGMA synchronous = NORMAL")

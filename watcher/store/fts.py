@@ -27,11 +27,13 @@ committed after the mark always sorts after it.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable
 from typing import Final
 
+from watcher.store.gate import WriteGate
 from watcher.store.schema import register_functions
 from watcher.store.wal import Checkpointer, checkpointed_by_thread, second_connection
 
@@ -50,6 +52,7 @@ def index_slice(
     max_bytes: int = SLICE_BYTES,
     max_rows: int = SLICE_ROWS,
     before_write: Callable[[], object] = lambda: None,
+    gate: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext,
 ) -> int:
     """Index the next unindexed rows (at most ``max_bytes`` bytes of text, one row at least) on
     ``conn``; the number of rows indexed (0: none was pending).
@@ -67,7 +70,8 @@ def index_slice(
         last, rows, size = (seq, pos), rows + 1, size + nbytes
     if last is not None:
         before_write()  # (the slice's rows stay pending whatever rows come after them meanwhile)
-        conn.execute("UPDATE fts_indexed SET seq = ?, pos = ? WHERE one = 1", last)
+        with gate():  # (watcher.store.gate: the daemon's own writes go first)
+            conn.execute("UPDATE fts_indexed SET seq = ?, pos = ? WHERE one = 1", last)
     return rows
 
 
@@ -90,8 +94,14 @@ def pending_rows(conn: sqlite3.Connection) -> int:
 class Indexer:
     """Indexes archived texts from a thread with a connection of its own (see the module doc)."""
 
-    def __init__(self, conn: sqlite3.Connection, checkpointer: Checkpointer | None = None) -> None:
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        checkpointer: Checkpointer | None = None,
+        gate: WriteGate | None = None,
+    ) -> None:
         self.rows = 0  # indexed by this thread
+        self._gate = gate or WriteGate()  # shared with the daemon's connection (Database.tx)
         self.slices = 0
         self.failures = 0
         self._conn = conn
@@ -106,7 +116,13 @@ class Indexer:
         self.poke()  # rows a crash left unindexed
 
     @classmethod
-    def start(cls, path: str, synchronous: str, checkpointer: Checkpointer | None = None) -> Indexer | None:
+    def start(
+        cls,
+        path: str,
+        synchronous: str,
+        checkpointer: Checkpointer | None = None,
+        gate: WriteGate | None = None,
+    ) -> Indexer | None:
         """None if the second connection cannot be had (the caller then indexes inline). Where the
         WAL is checkpointed by a thread (``checkpointer``), this connection's commits are set up
         as the daemon's are (watcher.store.wal.checkpointed_by_thread); a slice waits while a
@@ -124,12 +140,14 @@ class Indexer:
         if checkpointer is not None and not checkpointed_by_thread(conn):
             conn.close()
             return None
-        return cls(conn, checkpointer)
+        return cls(conn, checkpointer, gate)
 
     def _slice(self) -> int:
         """One slice, after the WAL has room for it; the rows indexed."""
         ckpt = self._checkpointer
-        n = index_slice(self._conn, before_write=ckpt.room if ckpt is not None else lambda: None)
+        n = index_slice(
+            self._conn, before_write=ckpt.room if ckpt is not None else lambda: None, gate=self._gate.after
+        )
         if n and ckpt is not None:
             ckpt.committed_on(self._conn)
         return n

@@ -68,7 +68,8 @@ class TreeUsage:
 
 
 def proc_split(pid: int) -> TreeUsage:
-    """Memory and CPU of a daemon and its children (the digest worker, multiprocessing's tracker)."""
+    """Memory and CPU of a daemon and its children (the digest worker; before stop 31, also
+    multiprocessing's resource tracker)."""
     rss = pss = 0.0
     cpu = [0.0, 0.0]
     for n, p in enumerate([pid, *_children(pid)]):
