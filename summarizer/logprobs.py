@@ -28,7 +28,7 @@ from typing import Any, Protocol
 # 100 MB at 512 rows) that never shrinks, and the graph's result tensor of the same size: scoring in
 # 512-row batches raised the daemon's RSS by 190 MB, in 128-row batches by 45 MB, at about the same
 # speed (docs/BENCHMARKS.md, "Memory with the model"); 64 rows take 24 MB less than 128 and score
-# ~18 % slower ("[model] score_rows", stop 31).
+# ~18 % slower ("[model] score_rows"; docs/BENCHMARKS.md, "Stop 31").
 
 
 class GenerationTimeout(TimeoutError):

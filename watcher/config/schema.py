@@ -187,8 +187,8 @@ class ModelConfig:
         doc="Positions the model scores per batch when it ranks lines (at most n_batch). The logits of"
         " each are kept twice by llama.cpp: 2 x score_rows x vocabulary x 4 bytes, held from the first"
         " scoring on (the default model: 48 MB at 128, 24 MB at 64). Fewer rows take less memory and"
-        ' score slower: 64 rows ~18 % slower than 128 (docs/BENCHMARKS.md, "Memory: the digest worker'
-        ' as a plain process (stop 31)"). A reload loads a new engine with the new size.',
+        ' score slower: 64 rows ~18 % slower than 128 (docs/BENCHMARKS.md, "Stop 31"). A reload loads'
+        " a new engine with the new size.",
     )
     gists: bool = key(
         default=False,

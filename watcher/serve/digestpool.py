@@ -179,8 +179,11 @@ class DigestPool:
         _close(proc.stdout)
 
     def close(self) -> None:
+        """Stop the worker and the I/O thread. The pool stays usable: a later digest starts both
+        again (as the process pool it replaced did)."""
         self._shutdown(kill=False)
         self._io.shutdown(wait=False, cancel_futures=True)
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="digestpool")  # no thread until used
 
 
 def _close(pipe: IO[bytes] | None) -> None:

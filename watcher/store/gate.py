@@ -5,7 +5,7 @@ finds the write lock held polls for it (the busy handler): it sleeps 1, 2, 5, 10
 tries, and the indexer, with a backlog, started its next slice as soon as it had committed one, so
 the loop's next try usually found the lock held again. At 1 600 agents the loop's
 ``BEGIN IMMEDIATE`` waited 14 s in a 45 s run: 1 310 of 13 676 transactions over 1 ms, p99
-23.5 ms, up to 111 ms (docs/BENCHMARKS.md, "The store's write lock (stop 31)").
+23.5 ms, up to 111 ms (docs/BENCHMARKS.md, "Stop 31").
 
 With the gate both sides hold one Python lock around their write transactions: a waiting loop is
 woken the moment a slice commits (not at its next poll), and the indexer starts no slice while the

@@ -142,8 +142,9 @@ async def test_worker_dies_with_a_killed_daemon(tmp_path: Path) -> None:
 
 async def test_the_worker_is_one_plain_process_that_reports_errors_and_stops_on_close() -> None:
     """No multiprocessing: no resource tracker beside the worker, and none of the daemon's heavy
-    imports in it (ZeroMQ, msgspec, llama.cpp). A request it fails on raises the
-    worker's exception here and the worker goes on serving; close() ends it (reaped: no zombie)."""
+    imports in it (ZeroMQ, msgspec, llama.cpp). A request it fails on raises the worker's exception
+    here and the worker goes on serving; close() ends it (reaped: no zombie), and a later digest
+    starts another."""
     pool = DigestPool()
     try:
         region = items(approx_tokens)
@@ -157,6 +158,9 @@ async def test_the_worker_is_one_plain_process_that_reports_errors_and_stops_on_
             await pool._in_worker(["not an item"], "a1", 200, None)  # type: ignore[list-item]
         again = await pool.summarizer(Summarizer(None)).digest(region, "a1", 200)
         assert again.text == first.text and pool.worker_pid == worker and pool.local == 0
+        pool.close()
+        assert not exists(worker)
+        after = await pool.summarizer(Summarizer(None)).digest(region, "a1", 200)  # started again
+        assert after.text == first.text and pool.restarts == 2 and pool.local == 0
     finally:
         pool.close()
-    assert not exists(worker)
