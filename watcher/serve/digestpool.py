@@ -86,19 +86,16 @@ class DigestPool:
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         with self._lock:  # the loop (warm, shutdown) and the I/O thread (an exchange) both call it
-            return self._start()
-
-    def _start(self) -> subprocess.Popen[bytes]:
-        if self._proc is None:
-            self._proc = subprocess.Popen(
-                digestworker.command(os.getpid()),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                close_fds=True,
-                start_new_session=False,  # in the daemon's process group and cgroup
-            )
-            self.restarts += 1
-        return self._proc
+            if self._proc is None:
+                self._proc = subprocess.Popen(
+                    digestworker.command(os.getpid()),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    close_fds=True,
+                    start_new_session=False,  # in the daemon's process group and cgroup
+                )
+                self.restarts += 1
+            return self._proc
 
     def _exchange(self, request: tuple[list[Item], str, int, float | None]) -> Digest:
         """On the I/O thread: one request and its reply."""
