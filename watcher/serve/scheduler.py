@@ -52,6 +52,15 @@ outputs, or head and tail: about a millisecond; watcher.serve.jobs). Only agents
 fallback, only while at least :data:`EXPRESS_MIN_WAITING` wait, only once a deterministic job's
 time has been measured, and at most :data:`EXPRESS_LANES` at once: the most urgent first, the next
 when one ends.
+
+**Passes.** Reading every waiting job's deadline and sorting them (a *pass*) costs the loop a few
+microseconds a job. With a long queue (:data:`PASS_REUSE_MIN` or more waiting) a pass's line is used
+again for up to :data:`PASS_EVERY_S`: a lane that frees takes the first job of that line still
+waiting, and an agent that joins meanwhile is placed (and its express check made) at the next pass,
+at most ``PASS_EVERY_S`` later, or at once when the line runs out (or an express job ends while
+others are held for a lane). Such a queue is seconds long, so its order and its express checks move
+by less than a job in that time; while it waits a pass is made at least every ``PASS_EVERY_S``. A
+shorter queue is passed on every change, as it is cheap.
 """
 
 from __future__ import annotations
@@ -82,6 +91,8 @@ MAX_WAIT_S = 30.0  # aging: a waiting job's deadline counts as no later than thi
 EXPRESS_MIN_WAITING = 2  # fewer waiting: no job is expedited (its turn is about to come)
 EXPRESS_MARGIN = 2.0  # a waiting job is expected done at its turn + this many deterministic job times
 EXPRESS_LANES = 2  # express jobs at once (each is a few ms on the loop: a herd of them would hold up ingest)
+PASS_REUSE_MIN = 64  # this many waiting or more: a pass's line is used again for PASS_EVERY_S (Passes)
+PASS_EVERY_S = 0.1  # the longest a long queue's line is used before the next pass
 
 
 def _never() -> float:
@@ -97,7 +108,8 @@ class Fallback:
     """What a waiting agent runs at once instead of its job when its turn would come too late."""
 
     job: Job
-    due: Deadline  # when the agent's job is needed done at the latest (inf: not at risk now)
+    due: Deadline  # when the agent's job is needed done at the latest (inf: not at risk now); never
+    # earlier than the deadline its job was submitted with (read only once that would be missed)
 
 
 @dataclass(frozen=True)
@@ -149,6 +161,9 @@ class FairScheduler:
         self._backlog = False  # jobs were left waiting when the last one started
         self._started: dict[asyncio.Task[None], float] = {}
         self._not_before: dict[str, float] = {}  # an agent just served yields to those waiting then
+        self._line: list[tuple[_Place, str]] | None = None  # the last pass's line (Passes)
+        self._passed = -math.inf  # when it was made
+        self.passes = 0
         self.pool = DigestPool()
 
     @property
@@ -223,12 +238,15 @@ class FairScheduler:
     def _next(self, now: float, line: list[tuple[_Place, str]] | None = None) -> str:
         """The waiting agent to serve now: the earliest deadline, each clamped to [joined,
         joined + MAX_WAIT_S] (aging), ties to the one that joined first; not one held for an express
-        lane. ``line``: the waiting jobs' places as :meth:`_expedite` just computed them (else
-        computed here)."""
+        lane. ``line``: the waiting jobs' places as a pass computed them (else computed here); those
+        no longer waiting are skipped; "" when none is left."""
         if line is None:
             line = [(self._key(key, slot), key) for key, slot in self._jobs.items()]
         no_one: tuple[_Place, str] = ((math.inf, math.inf, math.inf), "")
-        best_key, best = min(((k, key) for k, key in line if key not in self._held), default=no_one)
+        jobs, held = self._jobs, self._held
+        best_key, best = min(((k, key) for k, key in line if key in jobs and key not in held), default=no_one)
+        if not best:
+            return ""
         if best_key[2] > best_key[1] + MAX_WAIT_S <= now:  # served by the bound, not by its deadline
             self.aged += 1
         if best_key[2] < now:
@@ -247,11 +265,13 @@ class FairScheduler:
             return None
         gap = max(self.start_gap_s, per / DETERMINISTIC_LANES)  # between two jobs' starts, measured
         line = sorted((self._key(k, slot), k) for k, slot in self._jobs.items())
+        self.passes += 1
         ahead = 0  # jobs in front that will take a lane
-        for _, key in line:
+        for place, key in line:
             slot = self._jobs[key]
             done = now + (ahead + 1) * gap + EXPRESS_MARGIN * per
-            if slot.cheap is None or not ahead or done <= slot.cheap.due():  # the front: next anyway
+            # the front is next anyway; done by its deadline is done by its due time (Fallback.due)
+            if slot.cheap is None or not ahead or done <= place[2] or done <= slot.cheap.due():
                 ahead += 1
                 continue
             if len(self._express) >= EXPRESS_LANES:
@@ -261,6 +281,23 @@ class FairScheduler:
             self.expedited += 1
             self._start(key, slot.cheap.job, now - slot.since, express=True)
         return [(place, key) for place, key in line if key in self._jobs]
+
+    def _pass(self, now: float, force: bool = False) -> bool:
+        """A pass (Passes, above), unless the last one's line may still serve; True if one was made."""
+        kept = self._line is not None and len(self._jobs) >= PASS_REUSE_MIN
+        if kept and not force and now - self._passed < PASS_EVERY_S:
+            return False
+        self._line, self._passed = self._expedite(now), now
+        return True
+
+    async def _idle(self, now: float) -> None:
+        """Wait until a job ends or an agent joins; with a line kept from the last pass, no longer
+        than until the next pass is due (an agent that joined meanwhile is placed then)."""
+        if self._line is None or len(self._jobs) < PASS_REUSE_MIN:
+            await self._changed.wait()
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), max(0.0, self._passed + PASS_EVERY_S - now))
 
     def _may_start(self) -> bool:
         """A free deterministic lane (the job in the model lane and express jobs do not take one)."""
@@ -274,12 +311,16 @@ class FairScheduler:
                 await self._wake.wait()
             self._changed.clear()
             now = time.monotonic()
-            line = self._expedite(now)
+            fresh = self._pass(now)
             if not self._jobs:  # discarded or expedited meanwhile
                 continue
-            key = self._next(now, line) if self._may_start() else ""
+            lane = self._may_start()
+            key = self._next(now, self._line) if lane else ""
+            if lane and not key and not fresh:  # the kept line ran out: a pass places those who joined
+                self._pass(now, force=True)
+                key = self._next(now, self._line) if self._jobs else ""
             if not key:  # no free lane, or every waiting job is held for an express one
-                await self._changed.wait()  # a job ended, or an agent joined
+                await self._idle(now)  # a job ended, an agent joined, or a pass is due
                 continue
             slot = self._jobs.pop(key)
             task = self._start(key, slot.job, now - slot.since)
@@ -318,6 +359,8 @@ class FairScheduler:
         ran = now - self._started.pop(task, now)
         express = task in self._express
         self._express.discard(task)
+        if express and self._held:  # a held fallback goes now, not at the next timed pass
+            self._passed = -math.inf
         self.run_s = _ewma(self.run_s, ran)
         if task is not self._model and not express:
             self.det_run_s = _ewma(self.det_run_s, ran)

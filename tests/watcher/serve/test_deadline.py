@@ -204,6 +204,41 @@ async def test_an_agent_always_past_its_deadline_gets_a_turn_per_cycle_not_every
     await sched.close()
 
 
+async def test_a_long_queue_reuses_its_line_and_places_a_late_urgent_joiner_within_a_pass() -> None:
+    """With PASS_REUSE_MIN or more waiting, the lanes take the next job of the last pass's line
+    (passes far fewer than the jobs and joins); an agent that joins later with the most urgent
+    deadline is served within PASS_EVERY_S and a few jobs, ahead of the older line; every agent is
+    served once, and the line otherwise keeps deadline order."""
+    sched = FairScheduler(has_model=lambda: False)
+    hold = 0.01
+    warm: list[str] = []
+    for i in range(DETERMINISTIC_LANES):  # a measured job time: passes compute lines from then on
+        sched.submit(f"warm-{i}", recorder(warm, f"warm-{i}", hold))
+    await wait_until(lambda: sched.served == DETERMINISTIC_LANES, 5, "the warm-up jobs ran")
+    gate = await occupy(sched)
+    order: list[str] = []
+    now = time.monotonic()
+    n = 4 * scheduler_module.PASS_REUSE_MIN
+    for i in range(n):  # joined in reverse deadline order
+        sched.submit(f"a{i:03d}", recorder(order, f"a{i:03d}", hold), lambda i=i: now + 20.0 - 0.05 * i)
+    gate.set()
+    await wait_until(lambda: len(order) >= n // 4, 10, "a quarter of the line was served")
+    passes_before, served_before = sched.passes, len(order)
+    sched.submit("urgent", recorder(order, "urgent", hold), lambda: now - 1.0)
+    await wait_until(lambda: "urgent" in order, 5, "the urgent joiner was served")
+    behind = order.index("urgent") - served_before  # jobs started before it, after it joined
+    pace = 2 * scheduler_module.PASS_EVERY_S / hold * DETERMINISTIC_LANES  # generous: a loaded machine
+    assert behind <= pace, (behind, order)
+    assert sched.passes > passes_before  # placed by a pass, not by the kept line
+    await wait_until(lambda: len(order) >= n // 2, 10, "half the line was served")
+    assert sched.passes < n // 4, sched.passes  # a pass per start and per join: over n
+    await wait_until(lambda: len(order) == n + 1, 20, "every job ran")
+    assert sorted(order) == sorted({*order})  # each once
+    rest = [k for k in order if k != "urgent"]
+    assert rest == sorted(rest, reverse=True), rest  # deadline order: the last to join went first
+    await sched.close()
+
+
 async def test_a_waiting_job_whose_turn_would_come_too_late_runs_its_cheap_job_at_once() -> None:
     """A herd joins together with the same short deadline: those whose place in line (at the
     measured job time, over the lanes) would finish after it run their cheap job at once, outside
