@@ -57,17 +57,19 @@ when one ends.
 microseconds a job: at 1 600 agents, ~300 waiting, 2-3 ms a pass, and one on every join and every
 job's end took a quarter of the loop's time. With a long queue (:data:`PASS_REUSE_MIN` or more
 waiting) a pass's line is used again for up to :data:`PASS_EVERY_S`: a lane that frees takes the
-first job of that line still waiting, and an agent that joins meanwhile is placed (and its express
-check made) at the next pass, at most ``PASS_EVERY_S`` later, or at once when the line runs out. A
-fallback held for an express lane goes when one frees, in the order of the pass that held it,
-without a pass. Such a queue is seconds long, so its order and its express checks move by less
-than a job in that time; while it waits a pass is made at least every ``PASS_EVERY_S``. A shorter
-queue is passed on every change, as it is cheap.
+first job of that line still waiting; an agent that joins meanwhile takes its place in that line
+at once (its deadline read once, its express check made there). The line is read again at the
+next pass, at most ``PASS_EVERY_S`` later, or at once when it runs out. A fallback held for an
+express lane goes when one frees, in the order of the pass that held it, without a pass. Such a
+queue is seconds long, so its order and its express checks move by less than a job in that time;
+while it waits a pass is made at least every ``PASS_EVERY_S``. A shorter queue is passed on every
+change, as it is cheap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import math
 import time
@@ -164,6 +166,7 @@ class FairScheduler:
         self._started: dict[asyncio.Task[None], float] = {}
         self._not_before: dict[str, float] = {}  # an agent just served yields to those waiting then
         self._line: list[tuple[_Place, str]] | None = None  # the last pass's line (Passes)
+        self._joined: list[str] = []  # agents that joined since the last pass
         self._passed = -math.inf  # when it was made
         self.passes = 0
         self.pool = DigestPool()
@@ -191,6 +194,7 @@ class FairScheduler:
             self.coalesced += 1
             return
         self._jobs[key] = _Slot(job, time.monotonic(), deadline, cheap)
+        self._joined.append(key)
         self.max_depth = max(self.max_depth, len(self._jobs))
         self._wake.set()
         self._changed.set()  # a worker waiting for a lane looks at the queue again (express)
@@ -262,27 +266,49 @@ class FairScheduler:
         job ends). Returns the line of the jobs still waiting, in order (None: not computed, too few
         waiting or no job time measured yet)."""
         self._held.clear()
-        per = self.det_run_s
-        if len(self._jobs) < EXPRESS_MIN_WAITING or per <= 0:
+        self._joined.clear()  # placed by this pass
+        if len(self._jobs) < EXPRESS_MIN_WAITING or self.det_run_s <= 0:
             return None
-        gap = max(self.start_gap_s, per / DETERMINISTIC_LANES)  # between two jobs' starts, measured
         line = sorted((self._key(k, slot), k) for k, slot in self._jobs.items())
         self.passes += 1
         ahead = 0  # jobs in front that will take a lane
         for place, key in line:
-            slot = self._jobs[key]
-            done = now + (ahead + 1) * gap + EXPRESS_MARGIN * per
-            # the front is next anyway; done by its deadline is done by its due time (Fallback.due)
-            if slot.cheap is None or not ahead or done <= place[2] or done <= slot.cheap.due():
+            if not self._express_if_late(key, place, ahead, now):
                 ahead += 1
-                continue
-            if len(self._express) >= EXPRESS_LANES:
-                self._held[key] = None  # its fallback goes when an express job ends (_release)
-                continue
-            del self._jobs[key]
-            self.expedited += 1
-            self._start(key, slot.cheap.job, now - slot.since, express=True)
         return [(place, key) for place, key in line if key in self._jobs]
+
+    def _express_if_late(self, key: str, place: _Place, ahead: int, now: float) -> bool:
+        """Would the waiting job of ``key``, with ``ahead`` jobs in front of it, be done after its
+        fallback's due time? Then its fallback starts now, or is held for an express lane; True if
+        so (it no longer takes a lane)."""
+        slot = self._jobs[key]
+        per = self.det_run_s
+        gap = max(self.start_gap_s, per / DETERMINISTIC_LANES)  # between two jobs' starts, measured
+        done = now + (ahead + 1) * gap + EXPRESS_MARGIN * per
+        # the front is next anyway; done by its deadline is done by its due time (Fallback.due)
+        if slot.cheap is None or not ahead or done <= place[2] or done <= slot.cheap.due():
+            return False
+        if len(self._express) >= EXPRESS_LANES:
+            self._held[key] = None  # its fallback goes when an express job ends (_release)
+            return True
+        del self._jobs[key]
+        self.expedited += 1
+        self._start(key, slot.cheap.job, now - slot.since, express=True)
+        return True
+
+    def _place_joined(self, now: float) -> None:
+        """Agents that joined since the last pass, while its line is kept: each takes its place in
+        that line (its deadline read once) and gets its express check there, at once rather than
+        at the next pass. Those in front of it are counted as the line holds them (some may have
+        left since: an early express rather than a late one)."""
+        line = self._line
+        if line is not None and self.det_run_s > 0:
+            for key in self._joined:
+                if key in self._jobs and key not in self._held:
+                    entry = (self._key(key, self._jobs[key]), key)
+                    bisect.insort(line, entry)
+                    self._express_if_late(key, entry[0], bisect.bisect_left(line, entry), now)
+        self._joined.clear()
 
     def _release(self, now: float) -> None:
         """Start the fallbacks held for an express lane, the most urgent first, while lanes are free."""
@@ -327,6 +353,8 @@ class FairScheduler:
             now = time.monotonic()
             self._release(now)
             fresh = self._pass(now)
+            if not fresh:
+                self._place_joined(now)
             if not self._jobs:  # discarded or expedited meanwhile
                 continue
             lane = self._may_start()
