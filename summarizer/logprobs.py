@@ -17,11 +17,14 @@ its own (no token straddles two pieces) and a chat-template marker inside the te
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from summarizer import pages
 
 # Positions per decode when every position's logits are read back: the engine's settings.score_rows
 # (at most n_batch). llama.cpp keeps an output buffer of rows x vocabulary x 4 bytes (49k vocabulary:
@@ -123,29 +126,37 @@ def score_locked(
     if room < 16:
         raise ValueError(f"a prefix of {len(head)} tokens leaves no room in a {engine.n_ctx}-token context")
     evaluated = 0
-    for w0 in range(0, len(stream), room):
-        window = stream[w0 : w0 + room]
-        # keep the prefix's KV state but evaluate its last token again: its logits predict window[0]
-        keep = len(head) - 1 if engine._kv[: len(head)] == head and engine._kv_prefix == len(head) else 0
-        engine._drop_kv(keep)
-        engine._kv_prefix = len(head)
-        if keep == 0 and len(head) > 1:
-            engine._decode(head[:-1], logits_all=False)
-            evaluated += len(head) - 1
-        seq = [head[-1], *window]
-        for s in range(0, len(seq) - 1, step):
-            if cancel.is_set():
-                raise Cancelled
-            if time.monotonic() > deadline:
-                engine.timeouts += 1
-                raise GenerationTimeout(f"scoring exceeded its deadline at token {w0 + s} of {len(stream)}")
-            batch = seq[s : s + step]
-            targets = seq[s + 1 : s + 1 + len(batch)]
-            engine._decode(batch, logits_all=True)
-            evaluated += len(batch)
-            ptr = engine._llm._ctx.get_logits()
-            logits = np.ctypeslib.as_array(ptr, shape=(len(batch), engine._llm.n_vocab()))
-            lp[w0 + s : w0 + s + len(targets)] = token_logprobs(logits[: len(targets)], targets)
+    rows = 0  # the most positions one decode read back: the part of llama.cpp's logits buffer in use
+    try:
+        for w0 in range(0, len(stream), room):
+            window = stream[w0 : w0 + room]
+            # keep the prefix's KV state but evaluate its last token again: its logits predict window[0]
+            keep = len(head) - 1 if engine._kv[: len(head)] == head and engine._kv_prefix == len(head) else 0
+            engine._drop_kv(keep)
+            engine._kv_prefix = len(head)
+            if keep == 0 and len(head) > 1:
+                engine._decode(head[:-1], logits_all=False)
+                evaluated += len(head) - 1
+            seq = [head[-1], *window]
+            for s in range(0, len(seq) - 1, step):
+                if cancel.is_set():
+                    raise Cancelled
+                if time.monotonic() > deadline:
+                    engine.timeouts += 1
+                    at = f"at token {w0 + s} of {len(stream)}"
+                    raise GenerationTimeout(f"scoring exceeded its deadline {at}")
+                batch = seq[s : s + step]
+                targets = seq[s + 1 : s + 1 + len(batch)]
+                engine._decode(batch, logits_all=True)
+                evaluated += len(batch)
+                rows = max(rows, len(batch))
+                ptr = engine._llm._ctx.get_logits()
+                logits = np.ctypeslib.as_array(ptr, shape=(len(batch), engine._llm.n_vocab()))
+                lp[w0 + s : w0 + s + len(targets)] = token_logprobs(logits[: len(targets)], targets)
+    finally:  # those rows stay resident until a decode overwrites them: handed back (summarizer.pages)
+        if rows:
+            address = ctypes.cast(engine._llm._ctx.get_logits(), ctypes.c_void_p).value or 0
+            pages.drop(address, rows * engine._llm.n_vocab() * 4)
     sums = np.bincount(owner, weights=lp, minlength=len(per_piece)) if stream else np.zeros(len(pieces))
     scored = tuple(PieceScore(float(sums[i]), len(t)) for i, t in enumerate(per_piece))
     return Scoring(scored, len(stream), evaluated, time.perf_counter() - t0)

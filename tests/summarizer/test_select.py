@@ -3,6 +3,7 @@ every selected token is a verbatim quote of its region."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.select import NEUTRAL_PREFIX, line_text, render, score_lines, select, verbatim
+from tests.fixtures.pagemap import resident
 from watcher.eval.bench.cilog import normalize
 from watcher.eval.bench.select import load_cases, rankings
 
@@ -80,6 +82,19 @@ async def test_score_rows_bounds_the_positions_read_back_per_decode(
     assert [p.tokens for p in few.pieces] == [p.tokens for p in wide.pieces]
     for a, b in zip(few.pieces, wide.pieces, strict=True):
         assert math.isclose(a.logprob, b.logprob, rel_tol=0.1, abs_tol=0.1)  # batch-size numerics: <5 % seen
+
+
+async def test_scoring_hands_back_the_pages_of_the_logits_it_read(engine: LlamaEngine) -> None:
+    """llama.cpp keeps score_rows x vocabulary floats of logits after a scoring; their pages go
+    back to the kernel (summarizer.pages), and the next scoring reads the same log-probabilities."""
+    pieces = [f"step {i}: compiled module_{i % 7}.rs in {i * 13 % 97} ms\n" for i in range(40)]
+    first = await engine.score(NEUTRAL_PREFIX, pieces)
+    address = ctypes.cast(engine._llm._ctx.get_logits(), ctypes.c_void_p).value or 0
+    size = engine.settings.score_rows * engine._llm.n_vocab() * 4
+    assert address and resident(address, size) <= 2  # a partial page at each end, at most
+    again = await engine.score(NEUTRAL_PREFIX, pieces)
+    assert [round(p.logprob, 4) for p in again.pieces] == [round(p.logprob, 4) for p in first.pieces]
+    assert (await engine.generate("Say:", " ok", "\n", max_tokens=4)) is not None  # a decode after it
 
 
 async def test_every_selected_token_is_a_verbatim_quote_of_its_region(engine: LlamaEngine) -> None:
