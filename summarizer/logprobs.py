@@ -31,7 +31,8 @@ from summarizer import pages
 # 100 MB at 512 rows) that never shrinks, and the graph's result tensor of the same size: scoring in
 # 512-row batches raised the daemon's RSS by 190 MB, in 128-row batches by 45 MB, at about the same
 # speed (docs/BENCHMARKS.md, "Memory with the model"); 64 rows take 24 MB less than 128 and score
-# ~18 % slower ("[model] score_rows"; docs/BENCHMARKS.md, "Stop 31").
+# ~18 % slower ("[model] score_rows"; docs/BENCHMARKS.md, "Stop 31"). After each scoring the output
+# buffer's pages go back to the kernel (summarizer.pages); the result tensor's stay resident.
 
 
 class GenerationTimeout(TimeoutError):

@@ -184,11 +184,12 @@ class ModelConfig:
         default=128,
         reload=Reload.ENGINE,
         rule=rules.at_least(1),
-        doc="Positions the model scores per batch when it ranks lines (at most n_batch). The logits of"
-        " each are kept twice by llama.cpp: 2 x score_rows x vocabulary x 4 bytes, held from the first"
-        " scoring on (the default model: 48 MB at 128, 24 MB at 64). Fewer rows take less memory and"
-        ' score slower: 64 rows ~18 % slower than 128 (docs/BENCHMARKS.md, "Stop 31"). A reload loads'
-        " a new engine with the new size.",
+        doc="Positions the model scores per batch when it ranks lines (at most n_batch). llama.cpp"
+        " keeps the logits of each twice while it scores: 2 x score_rows x vocabulary x 4 bytes (the"
+        " default model: 48 MB at 128, 24 MB at 64); after each scoring the pages of one copy go back"
+        " to the kernel, the other stays resident. Fewer rows take less memory and score slower: 64"
+        ' rows ~18 % slower than 128 (docs/BENCHMARKS.md, "Stop 31"). A reload loads a new engine'
+        " with the new size.",
     )
     gists: bool = key(
         default=False,
