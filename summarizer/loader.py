@@ -27,9 +27,9 @@ class EngineSettings:
     weights: str = ""  # "" = the file as shipped; else re-encode once (summarizer.weights.FORMATS)
     cache_dir: str = ""  # where re-encoded weights are cached ("" = the user's cache directory)
     # positions per scoring decode whose logits are read back (summarizer.logprobs): memory for
-    # 2 x score_rows x vocabulary x 4 bytes while scoring (49k vocabulary: 48 MB at 128 rows), half
-    # of it between scorings (summarizer.pages); fewer rows score slower
-    score_rows: int = 128
+    # 2 x score_rows x vocabulary x 4 bytes while scoring (49k vocabulary: 24 MB at 64 rows), half
+    # of it between scorings (summarizer.pages); more rows score faster ([model] score_rows)
+    score_rows: int = 64
 
 
 @dataclass(frozen=True)

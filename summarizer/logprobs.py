@@ -30,9 +30,10 @@ from summarizer import pages
 # (at most n_batch). llama.cpp keeps an output buffer of rows x vocabulary x 4 bytes (49k vocabulary:
 # 100 MB at 512 rows) that never shrinks, and the graph's result tensor of the same size: scoring in
 # 512-row batches raised the daemon's RSS by 190 MB, in 128-row batches by 45 MB, at about the same
-# speed (docs/BENCHMARKS.md, "Memory with the model"); 64 rows take 24 MB less than 128 and score
-# ~18 % slower ("[model] score_rows"; docs/BENCHMARKS.md, "Stop 31"). After each scoring the output
-# buffer's pages go back to the kernel (summarizer.pages); the result tensor's stay resident.
+# speed (docs/BENCHMARKS.md, "Memory with the model"). 64 rows (the default since stop 32) take 24 MB
+# less than 128 and score ~18 % slower ("[model] score_rows"; docs/BENCHMARKS.md, "Stop 31"). After
+# each scoring the output buffer's pages go back to the kernel (summarizer.pages); the result
+# tensor's stay resident.
 
 
 class GenerationTimeout(TimeoutError):

@@ -181,15 +181,15 @@ class ModelConfig:
         " look-ahead's budget: a short window makes a small model job instead of none).",
     )
     score_rows: int = key(
-        default=128,
+        default=64,
         reload=Reload.ENGINE,
         rule=rules.at_least(1),
         doc="Positions the model scores per batch when it ranks lines (at most n_batch). llama.cpp"
         " keeps the logits of each twice while it scores: 2 x score_rows x vocabulary x 4 bytes (the"
-        " default model: 48 MB at 128, 24 MB at 64); after each scoring the pages of one copy go back"
-        " to the kernel, the other stays resident. Fewer rows take less memory and score slower: 64"
-        ' rows ~18 % slower than 128 (docs/BENCHMARKS.md, "Stop 31"). A reload loads a new engine'
-        " with the new size.",
+        " default model: 24 MB at 64, 48 MB at 128); after each scoring the pages of one copy go back"
+        " to the kernel, the other stays resident. More rows score faster and take more memory: 128"
+        ' rows ~20 % faster than 64, and 24 MB more at the knee (docs/BENCHMARKS.md, "Stop 31",'
+        ' "Stop 32"). A reload loads a new engine with the new size.',
     )
     gists: bool = key(
         default=False,

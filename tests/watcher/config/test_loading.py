@@ -51,7 +51,7 @@ def test_full_file_round_trips(tmp_path: Path) -> None:
             n_ctx=4096,
             n_threads=3,
             n_batch=256,
-            score_rows=64,
+            score_rows=96,
             max_tokens=200,
             timeout_s=15.0,
             weights="f32",
