@@ -27,14 +27,18 @@ PAGE: Final = mmap.PAGESIZE
 
 
 @functools.cache
-def _madvise() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    if not sys.platform.startswith("linux"):
-        return None
+def libc() -> ctypes.CDLL | None:
+    """The C library, looked up once (also watcher.serve.heap's malloc settings); None if it
+    cannot be loaded."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
     except OSError:
         return None
-    fn = getattr(libc, "madvise", None)
+
+
+@functools.cache
+def _madvise() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    fn = getattr(libc(), "madvise", None) if sys.platform.startswith("linux") else None
     if fn is not None:
         fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
         fn.restype = ctypes.c_int

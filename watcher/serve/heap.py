@@ -22,10 +22,9 @@ looked up, not assumed.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 from typing import Final
+
+from summarizer.pages import libc
 
 M_MMAP_THRESHOLD: Final = -3  # <malloc.h>
 M_ARENA_MAX: Final = -8
@@ -33,17 +32,9 @@ ARENAS: Final = 2
 MMAP_THRESHOLD: Final = 128 << 10  # bytes: glibc's initial threshold, held (1 MB measured no lower)
 
 
-@functools.cache
-def _libc() -> ctypes.CDLL | None:
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError:
-        return None
-
-
 def _mallopt(param: int, value: int) -> bool:
     """``mallopt(param, value)``; True if the C library has it and took the value."""
-    mallopt = getattr(_libc(), "mallopt", None)
+    mallopt = getattr(libc(), "mallopt", None)
     return bool(mallopt is not None and mallopt(param, value) == 1)
 
 
@@ -71,6 +62,5 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
 def trim() -> bool:
     """Give the free pages of every arena back to the kernel (not only the heap's top). It locks
     each arena in turn while it walks it: call it off the serving loop. True if any were freed."""
-    libc = _libc()
-    malloc_trim = getattr(libc, "malloc_trim", None)
+    malloc_trim = getattr(libc(), "malloc_trim", None)
     return bool(malloc_trim is not None and malloc_trim(0) == 1)

@@ -290,11 +290,15 @@ class FairScheduler:
             return False
         if len(self._express) >= EXPRESS_LANES:
             self._held[key] = None  # its fallback goes when an express job ends (_release)
-            return True
-        del self._jobs[key]
-        self.expedited += 1
-        self._start(key, slot.cheap.job, now - slot.since, express=True)
+        else:
+            self._go_express(key, slot.cheap, now)
         return True
+
+    def _go_express(self, key: str, cheap: Fallback, now: float) -> None:
+        """Start ``key``'s fallback now, outside the lanes, in place of its waiting job."""
+        slot = self._jobs.pop(key)
+        self.expedited += 1
+        self._start(key, cheap.job, now - slot.since, express=True)
 
     def _place_joined(self, now: float) -> None:
         """Agents that joined since the last pass, while its line is kept: each takes its place in
@@ -316,11 +320,8 @@ class FairScheduler:
             key = next(iter(self._held))
             del self._held[key]
             slot = self._jobs.get(key)
-            if slot is None or slot.cheap is None:  # served, discarded, or replaced meanwhile
-                continue
-            del self._jobs[key]
-            self.expedited += 1
-            self._start(key, slot.cheap.job, now - slot.since, express=True)
+            if slot is not None and slot.cheap is not None:  # else served, discarded, or replaced
+                self._go_express(key, slot.cheap, now)
 
     def _pass(self, now: float, force: bool = False) -> bool:
         """A pass (Passes, above), unless the last one's line may still serve; True if one was made."""
