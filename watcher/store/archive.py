@@ -135,6 +135,7 @@ class Archive:
             ).rowcount
         if n:
             self._retention.recount()
+            self._db.archived()  # (the search index forgets what was dropped)
         return bool(n)
 
     def sections(self, agent: str) -> int:

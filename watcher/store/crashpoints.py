@@ -9,7 +9,9 @@ in production) a crash point costs one lookup.
 
 Points: ``archived`` (originals committed, summarization about to run), ``planned`` (proposal
 recorded, not yet marked sent), ``before_send`` (marked sent, not yet on the wire), ``ack``
-(an ACK received, not yet committed), ``checkpoint`` (a checkpoint about to be committed).
+(an ACK received, not yet committed), ``checkpoint`` (a checkpoint about to be committed),
+``indexed`` (the search index committed a slice in its file, the store's marks not yet updated:
+watcher.store.fts).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Final
 
 ENV: Final = "_COMPACTD_CRASHPOINT"
 ENV_FILE: Final = "_COMPACTD_CRASHPOINT_FILE"
-POINTS: Final = ("archived", "planned", "before_send", "ack", "checkpoint")
+POINTS: Final = ("archived", "planned", "before_send", "ack", "checkpoint", "indexed")
 
 
 def _parse(value: str) -> tuple[str, int] | None:

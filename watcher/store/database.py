@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from watcher.store import fts
 from watcher.store.fts import Indexer, index_all, pending_rows
 from watcher.store.gate import WriteGate
 from watcher.store.records import CorruptError, StoreError
@@ -46,13 +47,16 @@ class Database:
         self.indexer: Indexer | None = None  # (open(): archived texts are indexed off the loop)
         self.gate = WriteGate()  # this connection's transactions before the indexer's (watcher.store.gate)
         self.index_inline = False  # no indexer thread could be had: archived() indexes (memory())
+        # search's connection: the store as main and its index attached as fts (watcher.store.fts);
+        # the daemon's own connection (conn) never attaches it: its BEGIN IMMEDIATE would lock both
+        self.search: sqlite3.Connection = conn
         self.commits = 0
         self.syncs = 0
         self.sync_points = True  # fsync the points of no return at level normal (see tx)
-        # v2 indexes the archive's texts (FTS5); a read-only view of an older file scans instead
-        self.has_fts = self.scalar("SELECT 1 FROM sqlite_master WHERE name = 'originals_fts'") == 1
-        # v3: the index holds the rows up to fts_indexed's mark, search scans those after it
-        self.fts_mark = self.scalar("SELECT 1 FROM sqlite_master WHERE name = 'fts_indexed'") == 1
+        # search reads the index (v4: a file of its own) for the rows up to fts_mark and scans the
+        # rest; without one (a read-only view of an older file, or no index file) it scans all
+        self.indexed = False
+        self.fts_mark = self.scalar("SELECT 1 FROM sqlite_master WHERE name = 'fts_mark'") == 1
 
     @classmethod
     def open(
@@ -90,7 +94,8 @@ class Database:
                 db = cls(conn, str(p), synchronous=synchronous, lock_fd=lock_fd, clock=clock)
                 db.checkpointer = Checkpointer.start(conn, str(p), synchronous)
                 db.indexer = Indexer.start(str(p), synchronous, db.checkpointer, db.gate)
-                db.index_inline = db.indexer is None
+                if db.indexer is not None:
+                    db.search, db.indexed = _search_connection(str(p)), True
             except BaseException:
                 conn.close()
                 raise
@@ -104,8 +109,11 @@ class Database:
 
     @classmethod
     def readonly(cls, path: str | Path) -> Database:
-        """A read-only view of a store file (tools; the daemon may be running or not)."""
-        return cls(connect_readonly(path), str(path))
+        """A read-only view of a store file (tools; the daemon may be running or not): search reads
+        its index where the index file is there and is this store's."""
+        db = cls(connect_readonly(path), str(path))
+        db.indexed = db.fts_mark and _attach_readonly(db.conn, str(path))
+        return db
 
     @classmethod
     def memory(cls, clock: Callable[[], float] = time.time) -> Database:
@@ -113,18 +121,22 @@ class Database:
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA foreign_keys = ON")
         migrate(conn, ":memory:")
+        fts.attach(conn, ":memory:")  # a second connection cannot see this database: one for all
+        fts.prepare(conn, "normal")
+        fts.reconcile(conn)
         db = cls(conn, ":memory:", clock=clock)
-        db.index_inline = True  # a second connection cannot see this database
+        db.index_inline = db.indexed = True
         return db
 
     def archived(self) -> None:
-        """After an archive insert commits: its texts go into the search index, from the indexer's
-        thread, or here and now where there can be none (an in-memory database). Rows left
+        """After a transaction that inserted or deleted archived rows commits: the search index
+        follows (new texts indexed, deleted ones forgotten), from the indexer's thread, or here and
+        now where there can be none (an in-memory database). Rows left
         unindexed (a crash, a stopped indexer) are found by search all the same, and indexed by
         the next daemon's indexer."""
         if self.indexer is not None:
             self.indexer.poke()
-        elif self.index_inline and self.fts_mark:
+        elif self.index_inline:
             index_all(self.conn)
 
     def wait_indexed(self, timeout_s: float = 30.0) -> bool:
@@ -135,6 +147,8 @@ class Database:
         if self.indexer is not None:
             self.indexer.close()
             self.indexer = None
+        if self.search is not self.conn:
+            self.search.close()
         if self.checkpointer is not None:
             self.checkpointer.close()
             self.checkpointer = None
@@ -156,6 +170,7 @@ class Database:
         return {
             "index_pending_rows": pending_rows(self.conn) if self.fts_mark else 0,
             "indexed_rows": indexer.rows if indexer is not None else 0,
+            "index_checkpoints": indexer.checkpoints if indexer is not None else 0,
             "index_failures": indexer.failures if indexer is not None else 0,
             "wal_checkpoints": ckpt.runs if ckpt is not None else 0,
             "wal_checkpoints_complete": ckpt.complete if ckpt is not None else 0,
@@ -257,6 +272,30 @@ def connect_readonly(path: str | Path) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise StoreError(f"{p}: cannot read the store: {exc}") from exc
     return db
+
+
+def _search_connection(path: str) -> sqlite3.Connection:
+    """A connection for search, on the daemon's thread: it only reads, so it holds no lock."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+    fts.attach(conn, fts.index_path(path))
+    return conn
+
+
+def _attach_readonly(conn: sqlite3.Connection, path: str) -> bool:
+    """Attach the index file of ``path`` read-only, if it is there and indexes this store."""
+    index = fts.index_path(path)
+    if not os.path.isfile(index):
+        return False
+    try:
+        fts.attach(conn, f"file:{index}?mode=ro")
+        row = conn.execute("SELECT store FROM fts.mark").fetchone()
+        if row is not None and row[0] == conn.execute("SELECT index_id FROM fts_mark").fetchone()[0]:
+            return True
+        conn.execute("DETACH DATABASE fts")
+    except sqlite3.Error:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("DETACH DATABASE fts")
+    return False
 
 
 def check_integrity(db: sqlite3.Connection) -> list[str]:

@@ -95,6 +95,8 @@ class Proposals:
             )
             if old == "planned" and to == "expired":
                 drop_archive_of(db, proposal)  # it never left: no agent can hold a digest of it
+        if old == "planned" and to == "expired":
+            self._db.archived()  # (the search index forgets what was dropped)
         return str(old)
 
     def reoffer(self, agent: str, proposal: Proposal) -> None:
@@ -156,6 +158,7 @@ class Proposals:
                 expire(db, pid, self._db.clock(), reason)
         if rows:
             self._retention.recount()
+            self._db.archived()
         return len(rows)
 
     def agents_with_open(self) -> list[str]:

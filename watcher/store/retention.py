@@ -1,7 +1,8 @@
 """Retention: how much of the archive is kept, and what removes archived originals.
 
 Evicted originals leave a tombstone (the archive row, saying when and why); the FTS index loses
-their texts with them (triggers on ``originals``, watcher.store.schema).
+their texts with them (the store's triggers keep the texts the index must forget, and its indexer
+applies them: watcher.store.fts).
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class Retention:
             with contextlib.suppress(sqlite3.Error):
                 self._db.conn.execute("PRAGMA incremental_vacuum")
             self.recount()
+            self._db.archived()  # (the search index forgets what was evicted)
         return Evicted(by_age, by_size, freed)
 
 

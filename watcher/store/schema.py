@@ -16,6 +16,14 @@ is refused rather than misread.
   thread (the insert trigger is gone: moving the mark forward indexes the rows it passes, by a
   trigger); the delete and update triggers touch the index only for rows up to that mark.
   Search reads the index up to the mark and scans the rows after it.
+* v4 — the index moves to a file of its own beside the store (watcher.store.fts: ``PATH.fts``), so
+  that writing it never holds the store's write lock: the daemon's transactions no longer wait for
+  the indexer (docs/BENCHMARKS.md, stop 33). The store keeps the marks search reads (``fts_mark``:
+  the rows up to ``seq, pos`` are in the index; none after ``upto_seq, upto_pos`` is) and, for a
+  row deleted or changed once it may be in the index, the text the index must be told to forget
+  (``fts_gone``, filled by triggers; the indexer applies and clears it). ``index_id`` names the
+  index file that belongs to this store. v3's index is dropped; the indexer builds the new one
+  from the archive in the background, and search scans what it has not reached meanwhile.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from typing import Final
 
 from watcher.store.records import StoreError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 _V1: Final = """
 CREATE TABLE meta (
@@ -206,6 +214,39 @@ WHEN (old.seq, old.pos) <= {_INDEXED} BEGIN
 END;
 """
 
+_MARK: Final = "(SELECT upto_seq, upto_pos FROM fts_mark)"
+_V4: Final = f"""
+DROP TRIGGER originals_fts_delete;
+DROP TRIGGER originals_fts_update;
+DROP TABLE fts_indexed;
+DROP TABLE originals_fts;
+CREATE TABLE fts_mark (
+    one      INTEGER PRIMARY KEY CHECK (one = 1),
+    seq      INTEGER NOT NULL,          -- every originals row up to (seq, pos) is in the index
+    pos      INTEGER NOT NULL,
+    upto_seq INTEGER NOT NULL,          -- no row after (upto_seq, upto_pos) is
+    upto_pos INTEGER NOT NULL,
+    gone     INTEGER NOT NULL,          -- the last fts_gone id the index has applied
+    index_id TEXT NOT NULL              -- the index file's name for this store (watcher.store.fts)
+);
+INSERT INTO fts_mark VALUES (1, 0, 0, 0, 0, 0, lower(hex(randomblob(16))));
+CREATE TABLE fts_gone (
+    id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq  INTEGER NOT NULL,
+    pos  INTEGER NOT NULL,
+    text TEXT NOT NULL                  -- as the index holds it (a contentless index forgets by text)
+);
+CREATE TRIGGER fts_mark_gone AFTER UPDATE OF gone ON fts_mark BEGIN
+    DELETE FROM fts_gone WHERE id <= new.gone;
+END;
+CREATE TRIGGER originals_gone AFTER DELETE ON originals WHEN (old.seq, old.pos) <= {_MARK} BEGIN
+    INSERT INTO fts_gone(seq, pos, text) VALUES (old.seq, old.pos, old.text);
+END;
+CREATE TRIGGER originals_changed AFTER UPDATE OF text ON originals WHEN (old.seq, old.pos) <= {_MARK} BEGIN
+    INSERT INTO fts_gone(seq, pos, text) VALUES (old.seq, old.pos, old.text);
+END;
+"""
+
 _ID_NUMBER: Final = re.compile(r"(\d+)$")
 
 
@@ -235,7 +276,7 @@ def _seed_ids(db: sqlite3.Connection) -> None:
 
 
 def _nothing(db: sqlite3.Connection) -> None:
-    """v3 is SQL only."""
+    """v3 and v4 are SQL only."""
 
 
 # (version, SQL script, Python step): applied in order, each in one transaction with its user_version bump.
@@ -243,6 +284,7 @@ MIGRATIONS: Final[tuple[tuple[int, str, Callable[[sqlite3.Connection], None]], .
     (1, _V1, _created),
     (2, _V2, _seed_ids),
     (3, _V3, _nothing),
+    (4, _V4, _nothing),
 )
 
 

@@ -81,6 +81,7 @@ __all__ = [
 ]
 
 DB_NAME: Final = "compactd.db"
+COUNTS_TTL_S: Final = 1.0  # how old stats()'s counts may be: STATUS is asked many times a second under load
 
 
 class Store:
@@ -94,6 +95,7 @@ class Store:
         self.proposals = Proposals(database, self.retention)
         self.checkpoints = Checkpoints(database)
         self.ids = Ids(database)
+        self._counted: tuple[float, dict[str, Any]] | None = None  # (when, stats()'s counts)
 
     @classmethod
     def open(
@@ -162,19 +164,34 @@ class Store:
             ).rowcount
             sent = int(db.execute("SELECT COUNT(*) FROM proposals WHERE state = 'sent'").fetchone()[0])
         self.retention.recount()
+        self.database.archived()
         return BootReport(len(planned), orphans, sent)
 
     def stats(self) -> dict[str, Any]:
-        scalar = self.database.scalar
+        """STATUS's ``store``: the archive's counts (at most COUNTS_TTL_S old: ``counts_age_s``) and
+        what the store's threads have done (current)."""
+        now = time.monotonic()
+        if self._counted is None or now - self._counted[0] >= COUNTS_TTL_S:
+            self._counted = (now, self._counts())
+        at, counts = self._counted
         return {
             "path": self.path,
             "schema": self.schema_version,
             "synchronous": self.database.synchronous,
             "archived_bytes": int(self.retention.archived_bytes),
+            **counts,
+            "counts_age_s": round(now - at, 3),
+            **self.database.background(),
+        }
+
+    def _counts(self) -> dict[str, Any]:
+        """Each a scan of its table (O(rows)): an agent asking STATUS many times a second under
+        load made them a measurable share of the serving loop's time (docs/BENCHMARKS.md, stop 33)."""
+        scalar = self.database.scalar
+        return {
             "archive_entries": int(scalar("SELECT COUNT(*) FROM archive WHERE evicted IS NULL")),
             "evicted_entries": int(scalar("SELECT COUNT(*) FROM archive WHERE evicted IS NOT NULL")),
             "checkpoints": int(scalar("SELECT COUNT(*) FROM checkpoints")),
             "proposals": self.proposals.counts(),
             "file_bytes": int(scalar("PRAGMA page_size")) * int(scalar("PRAGMA page_count")),
-            **self.database.background(),
         }

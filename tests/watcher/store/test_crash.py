@@ -232,3 +232,42 @@ def test_crash_benchmark_cli(tmp_path: Path) -> None:
     assert r["cross_agent_refused"] == r["cross_agent_attempts"] > 0 and not r["cross_agent_leaks"]
     assert r["restores_ok"] == r["epoch_guardrail_ok"] == 3
     assert r["lost_checkpoints"] == 0 and r["goals_met"]
+
+
+async def test_kill_between_the_index_and_the_store_commits_leaves_search_exact(
+    daemons: Daemons, tmp_path: Path
+) -> None:
+    """kill -9 after the search index committed a slice in its own file and before the store's
+    marks say so (watcher.store.fts): the next daemon takes the index's marks, finds every archived
+    section by search, and indexes the rest."""
+    d = await daemons.start("indexed:3")
+    applied: dict[str, list[Section]] = {}
+    async with AgentLink(d.endpoint, agent="k4", budget=BUDGET, reserve=0.2, timeout_s=2) as link:
+        await push(link, "f", 200, applied, d)
+        assert await daemons.died(), "the crash point was not reached"
+        with readonly(tmp_path) as db:
+            store_mark = db.execute("SELECT seq FROM fts_mark").fetchone()[0]
+        index = sqlite3.connect(f"file:{tmp_path / 'state' / DB_NAME}.fts?mode=ro", uri=True)
+        index_mark = index.execute("SELECT seq FROM mark").fetchone()[0]
+        index.close()
+        assert index_mark > store_mark  # the kill came between the two files' commits
+        before = link.reattaches
+        await daemons.start()
+        await resynced(link, before)
+        with readonly(tmp_path) as db:  # (boot recovery removed the entry being summarized)
+            refs = [r for (r,) in db.execute("SELECT ref FROM archive")]
+            (before_kill,) = db.execute("SELECT count(*) FROM archive WHERE seq <= ?", (index_mark,))
+        assert 1 <= before_kill[0] < len(refs)
+        for ref in refs:  # every entry archived before the kill: its first section, by search
+            (first,) = (await link.recall(ref))[ref][:1]
+            hits, _ = await link.search(first.text[:14], limit=500)
+            assert ref in {h["ref"] for h in hits}, ref
+        await wait_until(lambda: indexed_all(tmp_path), 10, "the index catches up")
+
+
+def indexed_all(tmp_path: Path) -> bool:
+    with readonly(tmp_path) as db:
+        (pending,) = db.execute(
+            "SELECT count(*) FROM originals WHERE (seq, pos) > (SELECT seq, pos FROM fts_mark)"
+        ).fetchone()
+    return int(pending) == 0

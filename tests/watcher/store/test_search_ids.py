@@ -36,10 +36,11 @@ def scan(store: Store, agent: str, query: str) -> list[tuple[str, int]]:
 
 
 def fts_rows(store: Store, needle: str) -> int:
+    """Rows the index file holds with every trigram of ``needle``, once the indexer has caught up."""
+    assert store.database.wait_indexed()
     expr = searching.match_expression(needle)
-    return len(
-        store.db.execute("SELECT rowid FROM originals_fts WHERE originals_fts MATCH ?", (expr,)).fetchall()
-    )
+    sql = "SELECT f.rowid FROM fts.originals_fts f WHERE f.originals_fts MATCH ?"
+    return len(store.database.search.execute(sql, (expr,)).fetchall())
 
 
 def test_indexed_search_finds_exactly_what_a_scan_finds(tmp_path: Path) -> None:
@@ -149,12 +150,14 @@ def write_v1(path: Path) -> None:
 def test_a_v1_file_is_migrated_and_searches(tmp_path: Path) -> None:
     write_v1(tmp_path / DB_NAME)
     old = Store.readonly(tmp_path / DB_NAME)  # a tool reading a file not yet migrated: a scan
-    assert old.schema_version == 1 and not old.database.has_fts
+    assert old.schema_version == 1 and not old.database.indexed
     assert [h.ref for h in old.archive.search("a", "error")[0]] == ["a7"]
     old.db.close()
     store = open_store(tmp_path)
-    assert store.schema_version == SCHEMA_VERSION == 3 and store.database.has_fts
-    assert store.db.execute("SELECT seq, pos FROM fts_indexed").fetchone() == (2, 0)  # v2 indexed them
+    assert store.schema_version == SCHEMA_VERSION == 4 and store.database.indexed
+    assert not store.db.execute("SELECT 1 FROM sqlite_master WHERE name LIKE 'originals_fts%'").fetchall()
+    assert store.database.wait_indexed()  # v4's index file is built from the archive, by the indexer
+    assert store.db.execute("SELECT seq, pos FROM fts_mark").fetchone() == (2, 0)
     assert fts_rows(store, "traceback") == 1
     assert [h.ref for h in store.archive.search("a", "ERROR: DISK")[0]] == ["a7"]
     assert [h.ref for h in store.archive.search("a", "old")[0]] == ["a7", "a3"]

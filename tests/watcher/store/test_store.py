@@ -384,3 +384,27 @@ def test_close_stops_the_checkpoint_thread(tmp_path: Path) -> None:
     store.close()
     assert not any(t.is_alive() for t in mine)
     assert Store.memory().database.wal_checkpoints == 0  # no file, no thread
+
+
+def test_stats_counts_are_read_at_most_once_a_ttl_and_say_their_age(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STATUS asks for the store's figures many times a second under load; the counts are scans
+    (O(archive)), so they are read again only when COUNTS_TTL_S has passed. The threads' figures
+    are read at every call."""
+    import watcher.store.store as module
+
+    store = open_store(tmp_path)
+    monkeypatch.setattr(module, "COUNTS_TTL_S", 3600.0)
+    first = store.stats()
+    assert first["archive_entries"] == 0 and first["counts_age_s"] == 0
+    sent(store, "a", "p1", "r1", (Section("x1", "user", "hello"),))
+    cached = store.stats()
+    assert cached["archive_entries"] == 0 and cached["proposals"]["sent"] == 0  # as counted before
+    assert cached["counts_age_s"] >= 0 and cached["archived_bytes"] > 0  # (kept incrementally: current)
+    assert store.database.wait_indexed()
+    assert store.stats()["indexed_rows"] == 1  # the thread's figures: current
+    monkeypatch.setattr(module, "COUNTS_TTL_S", 0.0)
+    fresh = store.stats()
+    assert fresh["archive_entries"] == 1 and fresh["proposals"]["sent"] == 1 and fresh["counts_age_s"] == 0
+    store.close()

@@ -7,7 +7,7 @@ commits, watcher.store.fts) and one without it (its indexer stopped and its trig
 writes cost what they did in v1), archived through ``Store.archive.put`` entry by entry, the two
 interleaved; the searches start once the index holds every entry.
 Then each query runs ``rounds`` times, interleaved, through the index and through the scan
-(``Database.has_fts`` off: the SQL main used before the index, ``instr(lower(text))`` over every
+(``Database.indexed`` off: the SQL main used before the index, ``instr(lower(text))`` over every
 section of the agent, newest first):
 
 * ``rare`` — a request id found in one section; ``common`` — a word in most sections (the first
@@ -32,6 +32,7 @@ from typing import Any, Final
 
 from ipc.sections import Section
 from watcher.eval.bench.goals import BenchError, Goal, exercised, judge
+from watcher.store.fts import index_path
 from watcher.store.store import Store
 
 _VOCABULARY: Final = (
@@ -67,8 +68,14 @@ def _build(stores: dict[str, Store], entries: int, seed: int) -> dict[str, list[
     return put_ms
 
 
+def _size(path: str) -> int:
+    """The store file and its index file (watcher.store.fts), where there is one."""
+    index = Path(index_path(path))
+    return Path(path).stat().st_size + (index.stat().st_size if index.exists() else 0)
+
+
 def _time(store: Store, query: str, indexed: bool) -> tuple[float, list[tuple[str, int]]]:
-    store.database.has_fts = indexed
+    store.database.indexed = indexed
     t0 = time.perf_counter()
     hits, _ = store.archive.search("bench", query, limit=50)
     took = (time.perf_counter() - t0) * 1000
@@ -96,8 +103,8 @@ def run_store_search(
         if bare.indexer is not None:
             bare.indexer.close()
             bare.indexer = None
-        for trigger in ("delete", "update"):
-            stores["unindexed"].db.execute(f"DROP TRIGGER originals_fts_{trigger}")
+        for trigger in ("gone", "changed"):
+            stores["unindexed"].db.execute(f"DROP TRIGGER originals_{trigger}")
         try:
             t0 = time.monotonic()
             put_ms = _build(stores, entries, seed)
@@ -116,7 +123,7 @@ def run_store_search(
                     times[name]["scan"].append(b)
                     same[name] = same.get(name, True) and by_index == by_scan
                     hits[name] = len(by_index)
-            sizes = {name: Path(s.path).stat().st_size for name, s in stores.items()}
+            sizes = {name: _size(s.path) for name, s in stores.items()}
         finally:
             for s in stores.values():
                 s.close()
