@@ -77,6 +77,7 @@ class Server:
         self.tasks: set[asyncio.Task[None]] = set()
         self.started = time.time()
         self.frames = 0
+        self.send_failures = 0  # replies and events that could not be sent (peer gone, queue full)
         self.busy_s = 0.0  # time spent handling frames (decode → validate → mirror → plan → reply)
         self._drain: zmq.Socket[bytes] | None = None  # plain view of sock (run())
         self._in_loop = False  # handling frames inside run(): no receive is pending
@@ -238,11 +239,27 @@ class Server:
             if self._in_loop and self._drain is not None:
                 _zsend(self._drain, peer, _SNDMORE_NOBLOCK)  # a routed message is atomic
                 _zsend(self._drain, frame, _NOBLOCK)
-            else:
-                self.sock.send_multipart([peer, frame], flags=zmq.NOBLOCK)
+            else:  # a non-blocking send of the asyncio socket is done at once: its error is in its future
+                sent = asyncio.ensure_future(self.sock.send_multipart([peer, frame], flags=zmq.NOBLOCK))
+                failed = sent.exception() if sent.done() else None
+                if failed is not None:
+                    raise failed
+                if not sent.done():  # (not with NOBLOCK; should it ever be, its error is still seen)
+                    sent.add_done_callback(lambda f: self._send_done(f, peer, t, quiet))
         except zmq.ZMQError as exc:  # peer gone (ROUTER_MANDATORY) or its queue is full
-            if not quiet:
-                log.warning("send_failed", peer=peer.hex(), type=t, error=str(exc))
+            self._send_failed(peer, t, exc, quiet)
+
+    def _send_done(self, sent: asyncio.Future[Any], peer: bytes, t: object, quiet: bool) -> None:
+        exc = None if sent.cancelled() else sent.exception()
+        if isinstance(exc, zmq.ZMQError):
+            self._send_failed(peer, t, exc, quiet)
+        elif exc is not None:
+            log.error("send_failed", peer=peer.hex(), type=t, error=repr(exc))
+
+    def _send_failed(self, peer: bytes, t: object, exc: zmq.ZMQError, quiet: bool) -> None:
+        self.send_failures += 1
+        if not quiet:
+            log.warning("send_failed", peer=peer.hex(), type=t, error=str(exc))
 
     def add_listener(self, listener: Listener) -> None:
         """``listener(kind, agent, fields)`` hears every event from now on (metrics, MQTT)."""
@@ -314,6 +331,7 @@ class Server:
             "agents": len(self.agents),
             "mirror_bytes": self.meter.total(self.agents.values()),  # what the agents' contexts hold
             "frames": self.frames,
+            "send_failures": self.send_failures,
             "busy_s": round(self.busy_s, 6),
             "errors": dict(self.errors),
             "degraded": self.summarizer.degraded,

@@ -96,6 +96,7 @@ class Store:
         self.checkpoints = Checkpoints(database)
         self.ids = Ids(database)
         self._counted: tuple[float, dict[str, Any]] | None = None  # (when, stats()'s counts)
+        self._schema = database.schema_version  # (migrated before: it does not change while open)
 
     @classmethod
     def open(
@@ -176,7 +177,7 @@ class Store:
         at, counts = self._counted
         return {
             "path": self.path,
-            "schema": self.schema_version,
+            "schema": self._schema,
             "synchronous": self.database.synchronous,
             "archived_bytes": int(self.retention.archived_bytes),
             **counts,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import zmq
 import zmq.asyncio
+from structlog.testing import capture_logs
 
 from ipc.client import AgentLink
 from ipc.context import Context
@@ -252,3 +253,33 @@ async def test_the_packer_skips_folded_sections_and_bounds_its_queue(monkeypatch
     assert packed_ids == ["kept"], "a section the mirror no longer holds is not packed"
     assert is_packed(state.ctx.get("kept")) and p.stats()["pack_waiting"] == 0
     p.close()
+
+
+async def test_a_send_from_a_task_to_a_gone_peer_is_counted_not_left_in_a_future(tmp_path: Path) -> None:
+    """Outside the serving loop's own turn (a compaction task) replies go through the asyncio
+    socket, whose non-blocking send reports an error in the future it returns: the server reads it
+    (send_failures, a send_failed line), and no future is left with an error nobody retrieved
+    (asyncio would log each with a formatted traceback, on the loop)."""
+    unretrieved: list[str] = []
+    loop = asyncio.get_running_loop()
+    loop.set_exception_handler(lambda _loop, context: unretrieved.append(str(context.get("message"))))
+
+    def make(sock: zmq.asyncio.Socket) -> Server:
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # as the daemon's transport sets it
+        return Server(sock, Config(), Summarizer(None))
+
+    async with serving(tmp_path, make) as served:
+        server = served.server
+        with capture_logs() as logs:
+            for _ in range(3):
+                server.send(b"\x00gone-peer", {"t": "HEARTBEAT"})  # from the test's task: not the loop's turn
+        assert server.send_failures == 3
+        assert [e["event"] for e in logs] == ["send_failed"] * 3
+        server.send(b"\x00gone-peer", {"t": "HEARTBEAT"}, quiet=True)
+        assert server.send_failures == 4
+        async with AgentLink(served.endpoint, agent="s", budget=3000, zmq_context=served.ctx) as link:
+            assert (await link.status())["daemon"]["send_failures"] == 4
+    gc.collect()
+    await asyncio.sleep(0)
+    loop.set_exception_handler(None)
+    assert unretrieved == []

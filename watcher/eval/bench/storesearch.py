@@ -4,8 +4,8 @@ Builds two store files of ``entries`` archive entries of one agent (plus a tenth
 agent, whose rows the search must skip), synthetic tool output of 1-4 sections of ~1.5 kB each:
 one with the index (as it is: its indexer thread indexes each entry after the put commits, into the
 index's own file since schema v4, watcher.store.fts) and one without it (its indexer stopped and its
-triggers dropped, so writes cost what they did in v1), archived through ``Store.archive.put`` entry by entry, the two
-interleaved; the searches start once the index holds every entry.
+triggers dropped, so writes cost what they did in v1), archived through ``Store.archive.put`` entry
+by entry, the two interleaved; the searches start once the index holds every entry.
 Then each query runs ``rounds`` times, interleaved, through the index and through the scan
 (``Database.indexed`` off: the SQL main used before the index, ``instr(lower(text))`` over every
 section of the agent, newest first):
