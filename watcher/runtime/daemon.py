@@ -212,7 +212,8 @@ class Daemon:
         )
         self.metrics = Metrics(server)
         if self.store is not None:
-            self.metrics.store = self.store.database.background
+            db = self.store.database  # (a scrape counts the index's lag afresh; STATUS reads it cached)
+            self.metrics.store = lambda: {**db.background(), "index_pending_rows": db.pending_rows()}
         if self.cfg.metrics.listen:
             host, port = parse_listen(self.cfg.metrics.listen)
             self.metrics_server = MetricsServer(self.metrics)

@@ -164,11 +164,14 @@ class Database:
         """Checkpoints the WAL thread has run (0 where SQLite's automatic checkpoints are on)."""
         return self.checkpointer.runs if self.checkpointer is not None else 0
 
+    def pending_rows(self) -> int:
+        """Archived rows search does not find in the index yet (a count: O(those rows))."""
+        return pending_rows(self.conn) if self.fts_mark else 0
+
     def background(self) -> dict[str, int | float]:
-        """What the store's threads have done, and the search index's lag (STATUS)."""
+        """What the store's threads have done (STATUS; the index's lag: pending_rows)."""
         ckpt, indexer = self.checkpointer, self.indexer
         return {
-            "index_pending_rows": pending_rows(self.conn) if self.fts_mark else 0,
             "indexed_rows": indexer.rows if indexer is not None else 0,
             "index_checkpoints": indexer.checkpoints if indexer is not None else 0,
             "index_failures": indexer.failures if indexer is not None else 0,

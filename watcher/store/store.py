@@ -169,8 +169,8 @@ class Store:
         return BootReport(len(planned), orphans, sent)
 
     def stats(self) -> dict[str, Any]:
-        """STATUS's ``store``: the archive's counts (at most COUNTS_TTL_S old: ``counts_age_s``) and
-        what the store's threads have done (current)."""
+        """STATUS's ``store``: the archive's counts and the index's lag (at most COUNTS_TTL_S old:
+        ``counts_age_s``) and what the store's threads have done (current)."""
         now = time.monotonic()
         if self._counted is None or now - self._counted[0] >= COUNTS_TTL_S:
             self._counted = (now, self._counts())
@@ -195,4 +195,5 @@ class Store:
             "checkpoints": int(scalar("SELECT COUNT(*) FROM checkpoints")),
             "proposals": self.proposals.counts(),
             "file_bytes": int(scalar("PRAGMA page_size")) * int(scalar("PRAGMA page_count")),
+            "index_pending_rows": self.database.pending_rows(),
         }
