@@ -94,8 +94,9 @@ class Database:
                 db = cls(conn, str(p), synchronous=synchronous, lock_fd=lock_fd, clock=clock)
                 db.checkpointer = Checkpointer.start(conn, str(p), synchronous)
                 db.indexer = Indexer.start(str(p), synchronous, db.checkpointer, db.gate)
-                if db.indexer is not None:
-                    db.search, db.indexed = _search_connection(str(p)), True
+                search = _search_connection(str(p)) if db.indexer is not None else None
+                if search is not None:  # (else search scans: correct, slower)
+                    db.search, db.indexed = search, True
             except BaseException:
                 conn.close()
                 raise
@@ -277,10 +278,18 @@ def connect_readonly(path: str | Path) -> sqlite3.Connection:
     return db
 
 
-def _search_connection(path: str) -> sqlite3.Connection:
-    """A connection for search, on the daemon's thread: it only reads, so it holds no lock."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
-    fts.attach(conn, fts.index_path(path))
+def _search_connection(path: str) -> sqlite3.Connection | None:
+    """A connection for search, on the daemon's thread: it only reads, so it holds no lock. None
+    if it cannot be had."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
+    except sqlite3.Error:
+        return None
+    try:
+        fts.attach(conn, fts.index_path(path))
+    except sqlite3.Error:
+        conn.close()
+        return None
     return conn
 
 

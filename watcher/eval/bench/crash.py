@@ -5,7 +5,8 @@ Each cycle: start `compactd run` (a subprocess, the same state directory every t
 agents (real AgentLinks, one token each) reattach and resync *on their own*, pause them, check,
 resume them, and SIGKILL the daemon — at a random moment, or at a named crash point
 (watcher.store.crashpoints: archived = originals committed while the summarizer runs, planned, before_send
-= committed as sent but not on the wire, ack = an ACK received but not committed, checkpoint).
+= committed as sent but not on the wire, ack = an ACK received but not committed, checkpoint,
+indexed = the search index committed a slice in its own file, the store's marks not yet updated).
 
 The agents keep their own record of the truth: every proposal they applied with the exact sections
 it replaced, and every checkpoint they saved with its exact sections. After each restart:
@@ -52,7 +53,7 @@ from watcher.store.crashpoints import ENV_FILE as CRASH_FILE_ENV
 from watcher.store.store import DB_NAME, connect_readonly
 
 DEFAULT_TRAJECTORIES: Final = Path(__file__).resolve().parents[4] / "shared" / "trajectories"
-KILL_MODES: Final = ("random", "archived", "planned", "before_send", "ack", "checkpoint")
+KILL_MODES: Final = ("random", "archived", "planned", "before_send", "ack", "checkpoint", "indexed")
 
 
 # --- the run -----------------------------------------------------------------------------------------
