@@ -239,12 +239,12 @@ class Server:
             if self._in_loop and self._drain is not None:
                 _zsend(self._drain, peer, _SNDMORE_NOBLOCK)  # a routed message is atomic
                 _zsend(self._drain, frame, _NOBLOCK)
-            else:  # a non-blocking send of the asyncio socket is done at once: its error is in its future
+            else:  # the asyncio socket's non-blocking send puts its error in the future it returns
                 sent = asyncio.ensure_future(self.sock.send_multipart([peer, frame], flags=zmq.NOBLOCK))
                 failed = sent.exception() if sent.done() else None
                 if failed is not None:
                     raise failed
-                if not sent.done():  # (not with NOBLOCK; should it ever be, its error is still seen)
+                if not sent.done():  # queued behind a send still pending (pyzmq): its error comes later
                     sent.add_done_callback(lambda f: self._send_done(f, peer, t, quiet))
         except zmq.ZMQError as exc:  # peer gone (ROUTER_MANDATORY) or its queue is full
             self._send_failed(peer, t, exc, quiet)
