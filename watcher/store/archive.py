@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator, MutableMapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from ipc.sections import Section
 from watcher.store import search as searching
@@ -29,10 +29,16 @@ _ENTRY = (
 _ORIGINALS = "SELECT a.ref, o.session, o.pos, o.section_id, o.kind, o.text, o.attrs, o.sha256 "
 
 
+MAX_CACHED_COUNTS: Final = 4096  # agents whose archived-section count is kept between changes
+
+
 class Archive:
     def __init__(self, db: Database, retention: Retention) -> None:
         self._db = db
         self._retention = retention
+        # agent -> ((archive epoch, agent's epoch), sections): STATUS shows each agent's count, and
+        # stalled agents ask STATUS several times a second (Database.archived says what changed)
+        self._sections: dict[str, tuple[tuple[int, int], int]] = {}
 
     def put(
         self,
@@ -63,7 +69,7 @@ class Archive:
                     for (pos, sid, kind, attrs, sha), text in zip(enc.rows, enc.texts, strict=True)
                 ],
             )
-        self._db.archived()  # the search index follows, off the loop (watcher.store.fts)
+        self._db.archived(agent)  # the search index follows, off the loop (watcher.store.fts)
         self._retention.added(enc.bytes)
 
     def entry(self, agent: str, ref: str) -> ArchiveEntry | None:
@@ -135,16 +141,22 @@ class Archive:
             ).rowcount
         if n:
             self._retention.recount()
-            self._db.archived()  # (the search index forgets what was dropped)
+            self._db.archived(agent)  # (the search index forgets what was dropped)
         return bool(n)
 
     def sections(self, agent: str) -> int:
-        """How many sections ``agent`` has archived (not evicted)."""
-        return int(
-            self._db.scalar(
-                "SELECT COALESCE(SUM(sections), 0) FROM archive WHERE agent = ? AND evicted IS NULL", agent
-            )
-        )
+        """How many sections ``agent`` has archived (not evicted); read again only after a change."""
+        db = self._db
+        key = (db.archive_epoch, db.agent_epochs.get(agent, 0))
+        cached = self._sections.get(agent)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        sql = "SELECT COALESCE(SUM(sections), 0) FROM archive WHERE agent = ? AND evicted IS NULL"
+        n = int(db.scalar(sql, agent))
+        if len(self._sections) >= MAX_CACHED_COUNTS:
+            self._sections.clear()
+        self._sections[agent] = (key, n)
+        return n
 
     def count(self, agent: str) -> int:
         """How many archive entries ``agent`` has (tombstones included)."""

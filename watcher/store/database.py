@@ -24,6 +24,7 @@ from watcher.store.schema import migrate
 from watcher.store.wal import Checkpointer
 
 SYNCHRONOUS_LEVELS: Final = ("off", "normal", "full", "extra")
+MAX_AGENT_EPOCHS: Final = 4096  # agents whose archive changes are told apart (then: all changed)
 
 
 class Database:
@@ -47,6 +48,11 @@ class Database:
         self.indexer: Indexer | None = None  # (open(): archived texts are indexed off the loop)
         self.gate = WriteGate()  # this connection's transactions before the indexer's (watcher.store.gate)
         self.index_inline = False  # no indexer thread could be had: archived() indexes (memory())
+        # what archived() was told, for counts read often (watcher.store.archive.Archive.sections):
+        # the epoch moves when any agent's archived rows may have changed, an agent's own count when
+        # only its rows did
+        self.archive_epoch = 0
+        self.agent_epochs: dict[str, int] = {}
         # search's connection: the store as main and its index attached as fts (watcher.store.fts);
         # the daemon's own connection (conn) never attaches it: its BEGIN IMMEDIATE would lock both
         self.search: sqlite3.Connection = conn
@@ -129,12 +135,18 @@ class Database:
         db.index_inline = db.indexed = True
         return db
 
-    def archived(self) -> None:
+    def archived(self, agent: str | None = None) -> None:
         """After a transaction that inserted or deleted archived rows commits: the search index
         follows (new texts indexed, deleted ones forgotten), from the indexer's thread, or here and
         now where there can be none (an in-memory database). Rows left
         unindexed (a crash, a stopped indexer) are found by search all the same, and indexed by
-        the next daemon's indexer."""
+        the next daemon's indexer. ``agent``: only that agent's rows changed (None: any agent's
+        may have)."""
+        if agent is None or len(self.agent_epochs) >= MAX_AGENT_EPOCHS:
+            self.archive_epoch += 1
+            self.agent_epochs.clear()
+        else:
+            self.agent_epochs[agent] = self.agent_epochs.get(agent, 0) + 1
         if self.indexer is not None:
             self.indexer.poke()
         elif self.index_inline:

@@ -49,6 +49,7 @@ import threading
 from collections.abc import Callable
 from typing import Final
 
+from summarizer.engine import lower_thread_priority
 from watcher.store.crashpoints import crashpoint
 from watcher.store.gate import WriteGate
 from watcher.store.schema import fts_rowid, register_functions, statements
@@ -58,6 +59,11 @@ SUFFIX: Final = ".fts"
 SLICE_BYTES: Final = 64 << 10  # bytes of text indexed per transaction (at least one row)
 SLICE_ROWS: Final = 256
 RETRY_S: Final = 1.0  # after an error (the database busy past its timeout): try again this much later
+# Added to the indexer thread's niceness (Linux: per thread). The index is derived data and search
+# scans what it does not hold yet, so under load it is the first work to wait: at niceness 0 its
+# trigram inserts took a third of a core at 1 600 agents, beside the serving loop (a CPU of its
+# own only when one is idle; docs/BENCHMARKS.md, stop 34). Its SQL runs without the GIL.
+INDEX_NICE: Final = 15
 
 _INDEX: Final = """
 CREATE TABLE IF NOT EXISTS fts.mark (
@@ -329,6 +335,7 @@ class Indexer:
             return self._state.wait_for(lambda: self._done >= want, timeout_s)
 
     def _main(self) -> None:
+        lower_thread_priority(INDEX_NICE)
         try:
             while True:
                 self._wake.wait()

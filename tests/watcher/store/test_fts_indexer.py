@@ -276,3 +276,23 @@ def test_an_index_file_that_is_not_the_stores_is_rebuilt(tmp_path: Path) -> None
     for q in ("error", "ünï"):
         assert found(fresh, "alice", q) == scan(fresh, "alice", q)
     fresh.close()
+
+
+def test_the_indexer_thread_yields_the_cpu_to_the_daemon(tmp_path: Path) -> None:
+    """The indexer runs below the daemon's priority (fts.INDEX_NICE, Linux: per thread): under load
+    the index waits, not the serving loop; it still indexes what was archived."""
+    from watcher.store.fts import INDEX_NICE
+
+    store = Store.open(tmp_path / DB_NAME)
+    try:
+        indexer = store.database.indexer
+        assert indexer is not None
+        store.archive.put("a", "default", "r1", (Section("s1", "user", "a needle in the hay"),))
+        assert store.database.wait_indexed(30)
+        tid = indexer._thread.native_id
+        assert tid is not None
+        mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        assert os.getpriority(os.PRIO_PROCESS, tid) == min(19, mine + INDEX_NICE)
+        assert indexed(store, "needle") == 1
+    finally:
+        store.close()

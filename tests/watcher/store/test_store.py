@@ -408,3 +408,42 @@ def test_stats_counts_are_read_at_most_once_a_ttl_and_say_their_age(
     fresh = store.stats()
     assert fresh["archive_entries"] == 1 and fresh["proposals"]["sent"] == 1 and fresh["counts_age_s"] == 0
     store.close()
+
+
+def test_archived_section_counts_follow_every_change(tmp_path: Path) -> None:
+    """The per-agent count STATUS shows is read once per change (Archive.sections): after a put, a
+    dropped entry, an eviction by the size cap and an expired proposal's entry it is what SQL says."""
+    store = open_store(tmp_path, max_archive_mb=1)
+
+    def truth(agent: str) -> int:
+        sql = "SELECT COALESCE(SUM(sections), 0) FROM archive WHERE agent = ? AND evicted IS NULL"
+        return int(store.db.execute(sql, (agent,)).fetchone()[0])
+
+    def check() -> None:
+        for agent in ("a", "b"):
+            assert store.archive.sections(agent) == truth(agent)
+
+    big = "y" * 300_000
+    sent(store, "a", "p1", "a1", (Section("s1", "user", big), Section("s1b", "user", "z")))
+    sent(store, "b", "q1", "b1", (Section("t1", "user", "small"),))
+    check()
+    assert store.archive.sections("a") == 2
+    store.archive.put("b", "default", "b2", (Section("t2", "user", "x"), Section("t3", "user", "y")))
+    check()
+    assert store.archive.sections("b") == 3
+    assert ArchiveView(store.archive, "b", "default").section_count() == 3
+    assert store.archive.drop_unproposed("b", "b2")  # no proposal refers to it
+    check()
+    store.proposals.transition("a", "p1", "acked")
+    for i in range(2, 5):  # 4 x 300 kB > 1 MiB: the cap evicts a1, then a2 (the oldest acked)
+        sent(store, "a", f"p{i}", f"a{i}", (Section(f"s{i}", "user", big),))
+        store.proposals.transition("a", f"p{i}", "acked")
+        check()
+    assert store.archive.entry("a", "a1").evicted  # type: ignore[union-attr]
+    store.archive.put("b", "default", "b3", (Section("t4", "user", "w"),))
+    store.proposals.record("b", "default", proposal("q3", "b3", ("t4",)), "deterministic")
+    check()
+    store.proposals.expire_open("b")  # planned, never sent: its entry goes
+    check()
+    assert store.archive.sections("b") == 1
+    store.close()
