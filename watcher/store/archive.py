@@ -37,7 +37,7 @@ class Archive:
         self._db = db
         self._retention = retention
         # agent -> ((archive epoch, agent's epoch), sections): STATUS shows each agent's count, and
-        # stalled agents ask STATUS several times a second (Database.archived says what changed)
+        # a stalled agent asks STATUS once a second (Database.archived says what changed)
         self._sections: dict[str, tuple[tuple[int, int], int]] = {}
 
     def put(
