@@ -96,6 +96,7 @@ class Proposals:
             if old == "planned" and to == "expired":
                 drop_archive_of(db, proposal)  # it never left: no agent can hold a digest of it
         if old == "planned" and to == "expired":
+            self._retention.recount()  # its archive entry's bytes are no longer held
             self._db.archived()  # (the search index forgets what was dropped)
         return str(old)
 

@@ -164,8 +164,11 @@ def test_proposal_state_machine(tmp_path: Path) -> None:
     store.proposals.record("a", "default", proposal("p2", "a2", ("s3",)), "deterministic")
     with pytest.raises(TransitionError):
         store.proposals.transition("a", "p2", "acked")
+    held = store.retention.archived_bytes
     store.proposals.transition("a", "p2", "expired")
     assert store.archive.entry("a", "a2") is None
+    assert store.retention.archived_bytes < held  # the dropped entry's bytes are no longer counted
+    assert store.retention.archived_bytes == store.db.execute("SELECT SUM(bytes) FROM archive").fetchone()[0]
     assert store.proposals.counts("a") == {"planned": 0, "sent": 0, "acked": 1, "nacked": 0, "expired": 1}
     # the digest is recorded with its source references
     row = store.db.execute("SELECT ref, source_ids FROM digests WHERE digest_id = 'd-p1'").fetchone()
