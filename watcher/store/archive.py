@@ -10,6 +10,7 @@ that returns another agent's rows; the daemon passes the *authenticated* identit
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Iterator, MutableMapping, Sequence
 from typing import Any, Final
 
@@ -30,6 +31,25 @@ _ORIGINALS = "SELECT a.ref, o.session, o.pos, o.section_id, o.kind, o.text, o.at
 
 
 MAX_CACHED_COUNTS: Final = 4096  # agents whose archived-section count is kept between changes
+# Originals are inserted several rows per statement: each statement is a C call that gives up the
+# interpreter lock, and on the event loop, beside a busy Python thread (a plan, the search indexer),
+# each such call costs up to a switch interval (~1 ms) to get it back (docs/ARCHITECTURE.md, "The
+# serving loop's C calls"). Statements of 2**k rows (k <= MULTI_ROW_LOG2): a region of n sections
+# takes popcount(n) statements, and the connection's statement cache holds a handful of them.
+MULTI_ROW_LOG2: Final = 6
+_COLUMNS: Final = "seq, pos, agent, session, section_id, kind, text, attrs, sha256"
+_ONE_ROW: Final = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def insert_rows(db: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` into ``originals`` in few statements (MULTI_ROW_LOG2)."""
+    at = 0
+    for k in range(MULTI_ROW_LOG2, -1, -1):
+        size = 1 << k
+        while len(rows) - at >= size:
+            sql = f"INSERT INTO originals({_COLUMNS}) VALUES " + ", ".join([_ONE_ROW] * size)
+            db.execute(sql, [v for row in rows[at : at + size] for v in row])
+            at += size
 
 
 class Archive:
@@ -61,14 +81,11 @@ class Archive:
                 (ref, agent, session, now, len(enc.rows), enc.tokens, enc.bytes),
             )
             seq = cur.lastrowid
-            db.executemany(
-                "INSERT INTO originals(seq, pos, agent, session, section_id, kind, text, attrs, sha256) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (seq, pos, agent, session, sid, kind, text, attrs, sha)
-                    for (pos, sid, kind, attrs, sha), text in zip(enc.rows, enc.texts, strict=True)
-                ],
-            )
+            values = [
+                (seq, pos, agent, session, sid, kind, text, attrs, sha)
+                for (pos, sid, kind, attrs, sha), text in zip(enc.rows, enc.texts, strict=True)
+            ]
+            insert_rows(db, values)
         self._db.archived(agent)  # the search index follows, off the loop (watcher.store.fts)
         self._retention.added(enc.bytes)
 

@@ -23,6 +23,11 @@ TRANSITIONS: Final[dict[str, frozenset[str]]] = {
     "sent": frozenset({"acked", "nacked", "expired"}),
 }
 
+_FROM: Final[dict[str, tuple[str, ...]]] = {
+    to: tuple(sorted(old for old, tos in TRANSITIONS.items() if to in tos))
+    for to in {t for tos in TRANSITIONS.values() for t in tos}
+}  # the states a move to each state can come from
+
 
 class Proposals:
     def __init__(self, db: Database, retention: Retention) -> None:
@@ -79,7 +84,17 @@ class Proposals:
         """Move ``proposal`` to state ``to``; returns the state it was in. TransitionError if the state
         machine does not allow it (or the proposal is unknown to this agent). The move to ``sent``
         is the point of no return: the server calls ``Store.sync_wal`` before the proposal leaves."""
+        update = (
+            "UPDATE proposals SET state = ?, updated = ?, reason = ?, "
+            "acked_version = COALESCE(?, acked_version) WHERE proposal = ? AND agent = ?"
+        )
+        args = (to, self._db.clock(), reason, version, proposal, agent)
         with self._db.tx() as db:
+            # a move with one state it can come from (sent, acked, nacked) is one statement; the
+            # state is then read only when the move was refused, to say why
+            only = _FROM.get(to, ())
+            if len(only) == 1 and db.execute(update + " AND state = ?", (*args, only[0])).rowcount == 1:
+                return only[0]
             row = db.execute(
                 "SELECT state FROM proposals WHERE proposal = ? AND agent = ?", (proposal, agent)
             ).fetchone()
@@ -88,11 +103,7 @@ class Proposals:
             old = row[0]
             if to not in TRANSITIONS.get(old, frozenset()):
                 raise TransitionError(f"proposal {proposal}: {old} -> {to} is not allowed")
-            db.execute(
-                "UPDATE proposals SET state = ?, updated = ?, reason = ?, "
-                "acked_version = COALESCE(?, acked_version) WHERE proposal = ?",
-                (to, self._db.clock(), reason, version, proposal),
-            )
+            db.execute(update, args)
             if old == "planned" and to == "expired":
                 drop_archive_of(db, proposal)  # it never left: no agent can hold a digest of it
         if old == "planned" and to == "expired":

@@ -21,6 +21,7 @@ that returns another agent's rows; the daemon passes the *authenticated* identit
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
 from collections.abc import Callable
@@ -125,6 +126,8 @@ class Store:
         return cls(Database.memory())
 
     def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error):  # (a store that failed keeps its gap: no repeat)
+            self.ids.give_back()
         self.database.close()
 
     @property

@@ -15,6 +15,7 @@ import pytest
 from ipc.protocol import Proposal
 from ipc.sections import Section
 from watcher.store import search as searching
+from watcher.store.ids import BLOCK
 from watcher.store.schema import MIGRATIONS, statements
 from watcher.store.store import DB_NAME, SCHEMA_VERSION, Store
 
@@ -180,8 +181,9 @@ def test_ids_continue_after_a_restart_and_never_repeat(tmp_path: Path) -> None:
     os.close(store.database.lock_fd)
     store = open_store(tmp_path)
     store.recover()
-    assert store.ids.take("p") == ["p6"]
-    store.close()
+    b = BLOCK  # the kill lost the rest of the first block: skipped, never handed out
+    assert store.ids.take("p") == [f"p{b + 1}"]
+    store.close()  # a clean close gives the rest of its block back
     # another process opens the same file, takes ids, and exits; this one continues after them
     code = (
         "import sys; from watcher.store.store import Store; s = Store.open(sys.argv[1]); "
@@ -191,10 +193,15 @@ def test_ids_continue_after_a_restart_and_never_repeat(tmp_path: Path) -> None:
         [sys.executable, "-c", code, str(tmp_path / DB_NAME)], check=False, capture_output=True, text=True
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["a7", "p8"]
+    assert out.stdout.split() == [f"a{b + 2}", f"p{b + 3}"]
     store = open_store(tmp_path)
-    assert store.ids.take("a") == ["a9"]
-    assert store.ids.floor() == 10
+    assert store.ids.floor() == b + 4
+    assert store.ids.take("a") == [f"a{b + 4}"]
+    assert store.ids.floor() == b + 5  # within the block: the next number it hands out
+    assert [store.ids.take("p")[0] for _ in range(BLOCK)][-1] == f"p{2 * b + 4}"  # past one block
+    store.close()
+    store = open_store(tmp_path)
+    assert store.ids.floor() == 2 * b + 5
     store.close()
 
 

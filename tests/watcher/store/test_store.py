@@ -450,3 +450,20 @@ def test_archived_section_counts_follow_every_change(tmp_path: Path) -> None:
     check()
     assert store.archive.sections("b") == 1
     store.close()
+
+
+def test_originals_inserted_several_rows_per_statement_come_back_in_order(tmp_path: Path) -> None:
+    store = open_store(tmp_path)
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    for n in (1, 3, 64, 127):
+        secs = tuple(Section(f"s{n}-{i}", "tool_result", f"output {i} of {n}") for i in range(n))
+        del statements[:]
+        store.archive.put("a", "default", f"a{n}", secs)
+        inserts = [s for s in statements if s.startswith("INSERT INTO originals")]
+        assert len(inserts) == bin(n).count("1")  # 127 rows: 64 + 32 + 16 + 8 + 4 + 2 + 1
+        assert [r.section for r in store.archive.originals("a", f"a{n}")] == list(secs)
+        assert [r.pos for r in store.archive.originals("a", f"a{n}")] == list(range(n))
+    store.db.set_trace_callback(None)
+    assert store.integrity() == []
+    store.close()
