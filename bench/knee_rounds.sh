@@ -12,7 +12,7 @@ for r in $(seq 1 "$rounds"); do
     flag=""; ladder=${LADDER_MODEL:-200,400}; [ "$variant" = nomodel ] && { flag="--no-model"; ladder=${LADDER_NOMODEL:-400,800}; }
     echo "round $r $variant start $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
     # shellcheck disable=SC2086  # T is a list of globs
-    .venv/bin/compactd bench load --trajectories $T $flag --agents "$ladder" --max-agents 2000 \
+    .venv/bin/compactd bench load --trajectories $T $flag --agents "$ladder" --max-agents 4000 \
       --seconds 60 --seed "$r" --json "$out/$variant-$r.json" || true   # exit 1 = a goal missed; in the JSON
     echo "round $r $variant end $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
   done
