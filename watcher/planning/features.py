@@ -21,7 +21,7 @@ _MIN_LINE = 8  # shorter lines (braces, blank-ish) say nothing about redundancy
 
 @dataclass(frozen=True, slots=True)
 class Features:
-    idents: tuple[str, ...]  # distinct, in the set's order: a tuple takes ~5x less memory
+    idents: tuple[str, ...]  # distinct, sorted (the same in every process): a tuple takes ~5x less memory
     distinct: int  # distinct normalized lines (digits folded) of at least _MIN_LINE characters
     line_count: int  # lines of at least _MIN_LINE characters
     terms: tuple[str, ...] = ()  # only computed for the bm25 method
@@ -35,7 +35,8 @@ class Features:
 
 
 def features(text: str, with_terms: bool = False) -> Features:
-    """The features of one section's text (pure: the same text always gives the same features).
+    """The features of one section's text (pure: the same text always gives the same features, in
+    any process: the digest worker computes them for the daemon, watcher.serve.digestworker).
 
     Lines are split at runs of CR/LF (``str.splitlines`` when the text has no other line
     separator: the same non-empty lines, faster). The kept lines are folded all at once: a
@@ -46,4 +47,4 @@ def features(text: str, with_terms: bool = False) -> Features:
     kept = [line for raw in lines if len(line := raw.strip()) >= _MIN_LINE]
     distinct = len(set(_DIGITS.sub("#", "\n".join(kept)).split("\n"))) if kept else 0
     words = tuple(terms(text)) if with_terms else ()
-    return Features(tuple(identifiers(text)), distinct, len(kept), words)
+    return Features(tuple(sorted(identifiers(text))), distinct, len(kept), words)

@@ -224,9 +224,21 @@ class Scorer:
         hit = self._cache.get(sec.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        f = features(sec.text, with_terms=self.params.relevance == "bm25")
+        f = features(sec.text, with_terms=self.with_terms)
         self._cache[sec.id] = (key, f)
         return f
+
+    @property
+    def with_terms(self) -> bool:
+        """Do this scorer's features hold BM25 terms (watcher.planning.features.features)?"""
+        return self.params.relevance == "bm25"
+
+    def store(self, sections: Sequence[Section], feats: Sequence[Features]) -> None:
+        """Cache ``feats[i]`` as the features of ``sections[i]``, computed elsewhere by
+        watcher.planning.features.features(text, self.with_terms) (a worker process: the same
+        function, so the same features)."""
+        for s, f in zip(sections, feats, strict=True):
+            self._cache[s.id] = (text_key(s), f)
 
     def missing(self, sections: Sequence[Section]) -> list[Section]:
         """The sections whose features are not cached yet."""

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ from typing import IO
 
 from summarizer.digest import Digest, Item, Summarizer, approx_tokens
 from watcher.observe import logs
+from watcher.planning.features import Features
 from watcher.serve import digestworker
 
 log = logs.get("compactd.digestpool")
@@ -67,6 +69,7 @@ class DigestPool:
         self.bias = 1.0  # the real count over the estimate, learnt (a digest is not quite its region)
         self.refits = 0  # worker digests fitted a second time (their estimate was off by > REFIT)
         self.restarts = 0
+        self.features_remote = 0  # sections whose planner features the worker computed
 
     def summarizer(self, like: Summarizer) -> Summarizer:
         """A model-less summarizer counting tokens like ``like``, whose digests run in the worker."""
@@ -97,8 +100,9 @@ class DigestPool:
                 self.restarts += 1
             return self._proc
 
-    def _exchange(self, request: tuple[list[Item], str, int, float | None]) -> Digest:
-        """On the I/O thread: one request and its reply."""
+    def _exchange(self, request: tuple[object, ...]) -> object:
+        """On the I/O thread: one request and its reply (what the worker computed; it raises what
+        the worker raised, WorkerDied if the worker is gone)."""
         proc = self._ensure()
         assert proc.stdin is not None and proc.stdout is not None
         try:
@@ -109,11 +113,11 @@ class DigestPool:
         if reply is None:
             raise WorkerDied(f"the digest worker exited ({proc.poll()})")
         ok, value = reply if isinstance(reply, tuple) and len(reply) == 2 else (False, reply)
-        if isinstance(value, Digest) and ok is True:
+        if ok is True:
             return value
         if isinstance(value, BaseException):
             raise value
-        raise WorkerDied(f"the digest worker replied {type(value).__name__}, not a digest")
+        raise WorkerDied(f"the digest worker replied {type(value).__name__}")
 
     async def digest(
         self, count: Callable[[str], int], items: Sequence[Item], ref: str, target: int
@@ -153,9 +157,33 @@ class DigestPool:
         return max(fits, key=lambda d: d.tokens) if fits else min((best, second), key=lambda d: d.tokens)
 
     async def _in_worker(self, items: list[Item], ref: str, target: int, bias: float | None) -> Digest:
-        return await asyncio.get_running_loop().run_in_executor(
-            self._io, self._exchange, (items, ref, target, bias)
+        value = await asyncio.get_running_loop().run_in_executor(
+            self._io, self._exchange, ("digest", items, ref, target, bias)
         )
+        if not isinstance(value, Digest):
+            raise WorkerDied(f"the digest worker replied {type(value).__name__}, not a digest")
+        return value
+
+    async def features(self, texts: list[str], with_terms: bool) -> list[Features] | None:
+        """The planner's features of ``texts``, computed in the worker (watcher.planning.features,
+        the same function); None when the worker failed or is backing off (the caller computes
+        them itself). Their names are interned here, as features() interns them in this process."""
+        loop = asyncio.get_running_loop()
+        if not texts or loop.time() < self._retry_at:
+            return None
+        try:
+            value = await loop.run_in_executor(self._io, self._exchange, ("features", texts, with_terms))
+        except (OSError, RuntimeError) as exc:
+            log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}", retry_s=RETRY_S)
+            self._shutdown(kill=True)
+            self._retry_at = loop.time() + RETRY_S
+            return None
+        if not isinstance(value, list) or len(value) != len(texts):
+            return None
+        if not all(isinstance(f, Features) for f in value):
+            return None
+        self.features_remote += len(value)
+        return [interned(f) for f in value]
 
     def _shutdown(self, *, kill: bool) -> None:
         """Stop the worker (safe to call twice). ``kill``: at once (it failed); else EOF on its stdin
@@ -181,6 +209,11 @@ class DigestPool:
         self._shutdown(kill=False)
         self._io.shutdown(wait=False, cancel_futures=True)
         self._io = ThreadPoolExecutor(1, thread_name_prefix="digestpool")  # no thread until used
+
+
+def interned(f: Features) -> Features:
+    """``f`` with its names interned in this process (one string per name across all mirrors)."""
+    return replace(f, idents=tuple(map(sys.intern, f.idents)))
 
 
 def _close(pipe: IO[bytes] | None) -> None:

@@ -6,8 +6,13 @@ and start multiprocessing's resource tracker beside it, a third process. At 800 
 22-28 MB of worker and 8 MB of tracker; this process imports the summarizer and nothing else of the
 daemon (no structlog, no ZeroMQ, no llama.cpp).
 
-Frames both ways are a 4-byte big-endian length and a pickle. A request is ``(items, ref,
-target_tokens, bias)``; the reply is ``(True, digest)`` or ``(False, exception)``. One request at
+It also computes the planner's section features (watcher.planning.features: identifiers, distinct
+lines, terms), which were a fifth of the serving loop's time at 3 200 agents (docs/BENCHMARKS.md,
+stop 35): regular expressions over every new section's text, which hold the interpreter lock.
+
+Frames both ways are a 4-byte big-endian length and a pickle. A request is ``("digest", items,
+ref, target_tokens, bias)`` or ``("features", texts, with_terms)``; the reply is ``(True, digest)``
+or ``(True, [features, ...])``, or ``(False, exception)``. One request at
 a time: the daemon writes the next one after it has read the reply. The replies go out on a
 duplicate of the original stdout; fd 1 itself then points at stderr, so that a stray print cannot
 corrupt a frame. EOF on stdin ends the worker.
@@ -29,6 +34,7 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from summarizer.digest import Digest, Item, Summarizer, approx_tokens
+from watcher.planning.features import features
 from watcher.serve import heap
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
@@ -106,7 +112,10 @@ def _die_with_parent(parent: int) -> None:
 
 def _reply(request: Any) -> tuple[bool, object]:
     try:
-        items, ref, target, bias = request
+        if request[0] == "features":
+            _, texts, with_terms = request
+            return True, [features(t, with_terms) for t in texts]
+        _, items, ref, target, bias = request
         return True, digest(items, ref, target, bias)
     except Exception as exc:  # handed back to the daemon, which raises it where it asked
         return False, exc

@@ -294,7 +294,8 @@ class Jobs:
             await self.run_degraded(state)
             return
         if state.planner.needs_features:
-            await prepare_plan(state)  # features of new sections, in slices: other agents go on
+            # features of new sections, in the worker process (or here in slices: others go on)
+            await prepare_plan(state, remote=self.hub.scheduler.pool.features)
         wanted, p = await self.plan(state)
         if not wanted:
             state.job_running = False

@@ -463,6 +463,7 @@ class FairScheduler:
             "digests_in_worker": self.pool.remote,
             "digests_on_loop": self.pool.local,
             "digests_refitted": self.pool.refits,
+            "features_in_worker": self.pool.features_remote,
             "wait_ms_p50": p50,
             "wait_ms_p99": p99,
             "wait_ms_max": round(self.max_wait_s * 1000, 1),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -17,11 +17,13 @@ from ipc.context import Context
 from ipc.protocol import Proposal
 from ipc.sections import Section, text_len
 from watcher.observe.digests import LEVELS
+from watcher.planning.features import Features
 from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks
 from watcher.planning.policies import Policy, policy_for
 from watcher.planning.scoring import Scorer
 
+RemoteFeatures = Callable[[list[str], bool], Awaitable[list[Features] | None]]
 PREPARE_SLICE_S = 0.002  # features computed per turn of the event loop before a plan (prepare_plan)
 BIG_SECTION_CHARS = 16384  # a section whose features prepare_plan computes in a thread
 
@@ -159,15 +161,26 @@ def archived_sections(archive: MutableMapping[str, tuple[Section, ...]]) -> int:
     return int(count()) if callable(count) else sum(len(v) for v in archive.values())
 
 
-async def prepare_plan(state: Session, slice_s: float = PREPARE_SLICE_S) -> None:
-    """Compute the scoring features of the sections the agent's scorer has not seen, a slice of
-    about ``slice_s`` at a time, yielding to the event loop between slices: a fresh 100-section
-    context costs ~10 ms of features, which would otherwise hold up every agent's deltas in one
-    go. A section of more than BIG_SECTION_CHARS (a long tool output: tens of milliseconds alone,
-    more than any slice) is done in a thread first, as the plan is (the agent's scorer is used
-    only by its own job, one at a time). The plan that follows is the same with or without this
-    (watcher.planning.scoring.Scorer)."""
-    big = [s for s in state.scorer.missing(list(state.ctx)) if text_len(s) > BIG_SECTION_CHARS]
+async def prepare_plan(
+    state: Session, slice_s: float = PREPARE_SLICE_S, remote: RemoteFeatures | None = None
+) -> None:
+    """Compute the scoring features of the sections the agent's scorer has not seen.
+
+    With ``remote`` (watcher.serve.digestpool.DigestPool.features: the digest worker process) they
+    are computed there, off the interpreter lock: the loop only hands the texts over. Else, or if
+    the worker failed, here: a slice of about ``slice_s`` at a time, yielding to the event loop
+    between slices (a fresh 100-section context costs ~10 ms of features, which would otherwise
+    hold up every agent's deltas in one go), and a section of more than BIG_SECTION_CHARS (a long
+    tool output: tens of milliseconds alone, more than any slice) first in a thread, as the plan
+    is (the agent's scorer is used only by its own job, one at a time). The plan that follows is
+    the same either way (watcher.planning.scoring.Scorer)."""
+    todo = state.scorer.missing(list(state.ctx))
+    if remote is not None and todo:
+        feats = await remote([s.text for s in todo], state.scorer.with_terms)
+        if feats is not None:
+            state.scorer.store(todo, feats)
+            return
+    big = [s for s in todo if text_len(s) > BIG_SECTION_CHARS]
     if big:
         await asyncio.to_thread(state.scorer.prepare, big)
     left = state.scorer.prepare(list(state.ctx), slice_s)

@@ -202,7 +202,7 @@ def plain_features(text: str) -> Features:
         if len(line) >= 8:
             count += 1
             distinct.add(re.sub(r"\d+", "#", line))
-    return Features(tuple(plain_identifiers(text)), len(distinct), count)
+    return Features(tuple(sorted(plain_identifiers(text))), len(distinct), count)
 
 
 @settings(max_examples=300, deadline=None)

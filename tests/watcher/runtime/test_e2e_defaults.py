@@ -108,6 +108,7 @@ async def test_defaults_run_model_jobs_without_stalls(
     skipped = methods["model_skipped"]
     assert methods["model"] + skipped["not_shown"] + skipped["too_small"] + skipped["late"] >= 1, why
     assert any(e["in_time"] for e in log_events(daemon, "model_budget")), why
+    assert queue["features_in_worker"] > 0, queue  # the planner's features came from the worker
 
 
 async def model_job_planned(

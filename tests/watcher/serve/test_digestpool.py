@@ -8,18 +8,23 @@ import asyncio
 import os
 import signal
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from ipc.client import AgentLink
+from ipc.context import Context
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer, approx_tokens
 from summarizer.engine import EngineSettings, LlamaEngine
 from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
+from watcher.planning.features import features
+from watcher.planning.planner import Watermarks
 from watcher.serve.digestpool import DigestPool
+from watcher.serve.session import Session, prepare_plan
 
 TOOL = "".join(
     f"2026-01-01T10:{i % 60:02d}:00 INFO worker-{i % 3} batch {i} took {i * 7 % 900} ms\n" for i in range(80)
@@ -162,5 +167,35 @@ async def test_the_worker_is_one_plain_process_that_reports_errors_and_stops_on_
         assert not exists(worker)
         after = await pool.summarizer(Summarizer(None)).digest(region, "a1", 200)  # started again
         assert after.text == first.text and pool.restarts == 2 and pool.local == 0
+    finally:
+        pool.close()
+
+
+async def test_planner_features_computed_in_the_worker_are_the_ones_computed_here() -> None:
+    """The worker runs watcher.planning.features.features on the texts it is handed: the same
+    features (names interned here as in-process features are), with and without BM25 terms; a
+    dead worker gives None, and prepare_plan then computes them here."""
+    texts = [TOOL, PROSE, "def parse_header(b): return MyReader(b)  # io_utils.py\n" * 40, ""]
+    pool = DigestPool()
+    try:
+        for with_terms in (False, True):
+            got = await pool.features(texts, with_terms)
+            assert got == [features(t, with_terms) for t in texts]
+        assert pool.features_remote == 2 * len(texts)
+        (third,) = (await pool.features(texts[2:3], False)) or [None]
+        assert third is not None and all(sys.intern(n) is n for n in third.idents)
+        ctx = [Section(f"s{i}", "tool_result", t, tokens=approx_tokens(t)) for i, t in enumerate(texts)]
+        state = Session("a", "s", b"peer", Watermarks(8000, 0.2, 0.6))
+        state.ctx = Context(ctx, 1)
+        await prepare_plan(state, remote=pool.features)
+        assert state.scorer.missing(ctx) == [] and pool.features_remote == 3 * len(texts) + 1
+        worker = pool.worker_pid
+        assert worker is not None
+        os.kill(worker, signal.SIGKILL)
+        await wait_until(lambda: not alive([worker]), 5, "the killed worker is gone")
+        assert await pool.features(texts, False) is None  # and the worker backs off
+        state.ctx = Context([*ctx, Section("s9", "assistant", PROSE + " again", tokens=40)], 2)
+        await prepare_plan(state, remote=pool.features)  # computed here instead
+        assert state.scorer.missing(list(state.ctx)) == []
     finally:
         pool.close()
