@@ -129,9 +129,7 @@ class DigestPool:
         try:
             result = await self._fitted(count, list(items), ref, target)
         except (OSError, RuntimeError) as exc:  # the worker died, cannot start, or failed
-            log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}", retry_s=RETRY_S)
-            self._shutdown(kill=True)
-            self._retry_at = loop.time() + RETRY_S  # no restart storm if it cannot start at all
+            self._failed(exc, loop.time())
             self.local += 1
             return await Summarizer(None, count=count).digest(items, ref, target)
         self.remote += 1
@@ -173,10 +171,8 @@ class DigestPool:
             return None
         try:
             value = await loop.run_in_executor(self._io, self._exchange, ("features", texts, with_terms))
-        except (OSError, RuntimeError) as exc:
-            log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}", retry_s=RETRY_S)
-            self._shutdown(kill=True)
-            self._retry_at = loop.time() + RETRY_S
+        except (OSError, RuntimeError) as exc:  # the worker died, cannot start, or failed
+            self._failed(exc, loop.time())
             return None
         if not isinstance(value, list) or len(value) != len(texts):
             return None
@@ -184,6 +180,13 @@ class DigestPool:
             return None
         self.features_remote += len(value)
         return [interned(f) for f in value]
+
+    def _failed(self, exc: BaseException, now: float) -> None:
+        """The worker failed a request: kill it, and leave the work to the caller for RETRY_S (no
+        restart storm if it cannot start at all)."""
+        log.warning("digest_worker_failed", error=f"{type(exc).__name__}: {exc}", retry_s=RETRY_S)
+        self._shutdown(kill=True)
+        self._retry_at = now + RETRY_S
 
     def _shutdown(self, *, kill: bool) -> None:
         """Stop the worker (safe to call twice). ``kill``: at once (it failed); else EOF on its stdin

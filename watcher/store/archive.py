@@ -37,8 +37,11 @@ MAX_CACHED_COUNTS: Final = 4096  # agents whose archived-section count is kept b
 # serving loop's C calls"). Statements of 2**k rows (k <= MULTI_ROW_LOG2): a region of n sections
 # takes popcount(n) statements, and the connection's statement cache holds a handful of them.
 MULTI_ROW_LOG2: Final = 6
-_COLUMNS: Final = "seq, pos, agent, session, section_id, kind, text, attrs, sha256"
-_ONE_ROW: Final = "(?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_ROWS: Final = tuple(  # [k]: the statement inserting 2**k rows
+    "INSERT INTO originals(seq, pos, agent, session, section_id, kind, text, attrs, sha256) VALUES "
+    + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?)"] * (1 << k))
+    for k in range(MULTI_ROW_LOG2 + 1)
+)
 
 
 def insert_rows(db: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -47,8 +50,7 @@ def insert_rows(db: sqlite3.Connection, rows: Sequence[tuple[Any, ...]]) -> None
     for k in range(MULTI_ROW_LOG2, -1, -1):
         size = 1 << k
         while len(rows) - at >= size:
-            sql = f"INSERT INTO originals({_COLUMNS}) VALUES " + ", ".join([_ONE_ROW] * size)
-            db.execute(sql, [v for row in rows[at : at + size] for v in row])
+            db.execute(_INSERT_ROWS[k], [v for row in rows[at : at + size] for v in row])
             at += size
 
 
