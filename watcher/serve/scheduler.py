@@ -64,6 +64,14 @@ express lane goes when one frees, in the order of the pass that held it, without
 queue is seconds long, so its order and its express checks move by less than a job in that time;
 while it waits a pass is made at least every ``PASS_EVERY_S``. A shorter queue is passed on every
 change, as it is cheap.
+
+A pass over a queue of thousands (an overloaded machine: every agent waiting) costs tens of
+milliseconds, which in one go would hold up every agent's deltas behind it. So a pass reads the
+deadlines in slices of at most :data:`PASS_SLICE_S`, the loop serving frames between them, and a
+long queue's next pass waits until the last one's cost is at most :data:`PASS_SHARE` of the time
+since (at least ``PASS_EVERY_S``): the passes of a 3 000-deep queue take a bounded share of the
+loop, not a quarter of it. A line kept longer is still served in its order; an agent that joins
+takes its place in it at once, as above.
 """
 
 from __future__ import annotations
@@ -96,7 +104,10 @@ EXPRESS_MIN_WAITING = 2  # fewer waiting: no job is expedited (its turn is about
 EXPRESS_MARGIN = 2.0  # a waiting job is expected done at its turn + this many deterministic job times
 EXPRESS_LANES = 2  # express jobs at once (each is a few ms on the loop: a herd of them would hold up ingest)
 PASS_REUSE_MIN = 64  # this many waiting or more: a pass's line is used again for PASS_EVERY_S (Passes)
-PASS_EVERY_S = 0.1  # the longest a long queue's line is used before the next pass
+PASS_EVERY_S = 0.1  # a long queue's line is used this long before the next pass, or longer: PASS_SHARE
+PASS_SHARE = 0.05  # a long queue's passes take at most this share of the loop's time (Passes)
+PASS_SLICE_S = 0.002  # a pass yields to the loop after about this long (Passes)
+PASS_SLICE_JOBS = 32  # jobs between two looks at the clock while a pass reads deadlines
 
 
 def _never() -> float:
@@ -105,6 +116,26 @@ def _never() -> float:
 
 def _ewma(old: float, new: float) -> float:
     return new if not old else old + WAIT_ALPHA * (new - old)
+
+
+class _Slices:
+    """The loop's time a sliced pass spends: :meth:`maybe_yield` lets the loop run once the current
+    slice is PASS_SLICE_S long; :meth:`spent` is the sum of the slices (not the loop's turns
+    between them)."""
+
+    def __init__(self) -> None:
+        self._start = time.perf_counter()
+        self._spent = 0.0
+
+    async def maybe_yield(self) -> None:
+        t = time.perf_counter()
+        if t - self._start >= PASS_SLICE_S:
+            self._spent += t - self._start
+            await asyncio.sleep(0)  # one turn of the loop: frames that came meanwhile are served
+            self._start = time.perf_counter()
+
+    def spent(self) -> float:
+        return self._spent + time.perf_counter() - self._start
 
 
 @dataclass(frozen=True)
@@ -170,7 +201,9 @@ class FairScheduler:
         self._line: list[tuple[_Place, str]] | None = None  # the last pass's line (Passes)
         self._joined: list[str] = []  # agents that joined since the last pass
         self._passed = -math.inf  # when it was made
+        self._pass_cost = 0.0  # the loop's seconds the last pass took (its slices, not the loop between)
         self.passes = 0
+        self.pass_ms_max = 0.0  # the longest pass, in the loop's time
         self.pool = DigestPool()
 
     @property
@@ -248,11 +281,17 @@ class FairScheduler:
         joined + MAX_WAIT_S] (aging), ties to the one that joined first; not one held for an express
         lane. ``line``: the waiting jobs' places as a pass computed them (else computed here); those
         no longer waiting are skipped; "" when none is left."""
-        if line is None:
-            line = [(self._key(key, slot), key) for key, slot in self._jobs.items()]
-        no_one: tuple[_Place, str] = ((math.inf, math.inf, math.inf), "")
         jobs, held = self._jobs, self._held
-        best_key, best = min(((k, key) for k, key in line if key in jobs and key not in held), default=no_one)
+        no_one: tuple[_Place, str] = ((math.inf, math.inf, math.inf), "")
+        if line is None:
+            places = ((self._key(key, slot), key) for key, slot in jobs.items() if key not in held)
+            best_key, best = min(places, default=no_one)
+        else:  # sorted: the first still waiting; those served since are dropped from its front
+            gone = 0
+            while gone < len(line) and line[gone][1] not in jobs:
+                gone += 1
+            del line[:gone]
+            best_key, best = next(((k, key) for k, key in line if key in jobs and key not in held), no_one)
         if not best:
             return ""
         if best_key[2] > best_key[1] + MAX_WAIT_S <= now:  # served by the bound, not by its deadline
@@ -261,22 +300,37 @@ class FairScheduler:
             self.late += 1
         return best
 
-    def _expedite(self, now: float) -> list[tuple[_Place, str]] | None:
+    async def _expedite(self, now: float) -> list[tuple[_Place, str]] | None:
         """Run at once the fallback of each waiting agent whose job, at its place in line, would be
         done after its fallback's due time (Express jobs, above); those beyond
         :data:`EXPRESS_LANES` are held (not started in a lane: their fallback goes when an express
         job ends). Returns the line of the jobs still waiting, in order (None: not computed, too few
-        waiting or no job time measured yet)."""
+        waiting or no job time measured yet). In slices (Passes): jobs may join, leave or be
+        replaced meanwhile (a joiner is placed by the next :meth:`_place_joined`)."""
         self._held.clear()
         self._joined.clear()  # placed by this pass
         if len(self._jobs) < EXPRESS_MIN_WAITING or self.det_run_s <= 0:
             return None
-        line = sorted((self._key(k, slot), k) for k, slot in self._jobs.items())
         self.passes += 1
+        clock = _Slices()
+        line: list[tuple[_Place, str]] = []
+        for i, key in enumerate(list(self._jobs)):
+            if i % PASS_SLICE_JOBS == PASS_SLICE_JOBS - 1:
+                await clock.maybe_yield()
+            slot = self._jobs.get(key)  # gone or replaced while the loop ran between slices
+            if slot is not None:
+                line.append((self._key(key, slot), key))
+        line.sort()
+        now = time.monotonic()
         ahead = 0  # jobs in front that will take a lane
-        for place, key in line:
-            if not self._express_if_late(key, place, ahead, now):
+        for i, (place, key) in enumerate(line):
+            if i % PASS_SLICE_JOBS == PASS_SLICE_JOBS - 1:
+                await clock.maybe_yield()
+                now = time.monotonic()
+            if key in self._jobs and not self._express_if_late(key, place, ahead, now):
                 ahead += 1
+        self._pass_cost = clock.spent()
+        self.pass_ms_max = max(self.pass_ms_max, self._pass_cost * 1000)
         return [(place, key) for place, key in line if key in self._jobs]
 
     def _express_if_late(self, key: str, place: _Place, ahead: int, now: float) -> bool:
@@ -325,12 +379,18 @@ class FairScheduler:
             if slot is not None and slot.cheap is not None:  # else served, discarded, or replaced
                 self._go_express(key, slot.cheap, now)
 
-    def _pass(self, now: float, force: bool = False) -> bool:
+    def _pass_due(self) -> float:
+        """When a long queue's next pass is due: PASS_EVERY_S after the last, or later, so that
+        passes take at most PASS_SHARE of the loop's time (Passes)."""
+        return self._passed + max(PASS_EVERY_S, self._pass_cost / PASS_SHARE)
+
+    async def _pass(self, now: float, force: bool = False) -> bool:
         """A pass (Passes, above), unless the last one's line may still serve; True if one was made."""
         kept = self._line is not None and len(self._jobs) >= PASS_REUSE_MIN
-        if kept and not force and now - self._passed < PASS_EVERY_S:
+        if kept and not force and now < self._pass_due():
             return False
-        self._line, self._passed = self._expedite(now), now
+        self._line = await self._expedite(now)
+        self._passed = now
         return True
 
     async def _idle(self, now: float) -> None:
@@ -340,7 +400,7 @@ class FairScheduler:
             await self._changed.wait()
             return
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), max(0.0, self._passed + PASS_EVERY_S - now))
+            await asyncio.wait_for(self._changed.wait(), max(0.0, self._pass_due() - now))
 
     def _may_start(self) -> bool:
         """A free deterministic lane (the job in the model lane and express jobs do not take one)."""
@@ -355,16 +415,19 @@ class FairScheduler:
             self._changed.clear()
             now = time.monotonic()
             self._release(now)
-            fresh = self._pass(now)
-            if not fresh:
+            fresh = await self._pass(now)
+            if fresh:
+                now = time.monotonic()  # a pass yields to the loop between its slices
+            else:
                 self._place_joined(now)
             if not self._jobs:  # discarded or expedited meanwhile
                 continue
             lane = self._may_start()
             key = self._next(now, self._line) if lane else ""
             if lane and not key and not fresh:  # the kept line ran out: a pass places those who joined
-                self._pass(now, force=True)
-                key = self._next(now, self._line) if self._jobs else ""
+                await self._pass(now, force=True)
+                now = time.monotonic()
+                key = self._next(now, self._line) if self._jobs and self._may_start() else ""
             if not key:  # no free lane, or every waiting job is held for an express one
                 await self._idle(now)  # a job ended, an agent joined, or a pass is due
                 continue
@@ -464,6 +527,8 @@ class FairScheduler:
             "digests_on_loop": self.pool.local,
             "digests_refitted": self.pool.refits,
             "features_in_worker": self.pool.features_remote,
+            "passes": self.passes,
+            "pass_ms_max": round(self.pass_ms_max, 2),
             "wait_ms_p50": p50,
             "wait_ms_p99": p99,
             "wait_ms_max": round(self.max_wait_s * 1000, 1),

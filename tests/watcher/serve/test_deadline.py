@@ -7,6 +7,7 @@ import asyncio
 import itertools
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -235,6 +236,88 @@ async def test_a_long_queue_reuses_its_line_and_places_an_urgent_joiner_in_it_at
     assert sorted(order) == sorted({*order})  # each once
     rest = [k for k in order if k != "urgent"]
     assert rest == sorted(rest, reverse=True), rest  # deadline order: the last to join went first
+    await sched.close()
+
+
+def slow_deadline(
+    at: float, spin_s: float, seen: list[tuple[int, int]], sched: FairScheduler, ticks: list[int]
+) -> Callable[[], float]:
+    """A deadline that takes ``spin_s`` of CPU to read (a busy agent's look-ahead on a slow
+    machine) and records (the scheduler's pass count, the ticker's count) each time it is read."""
+
+    def read() -> float:
+        end = time.perf_counter() + spin_s
+        while time.perf_counter() < end:
+            pass
+        seen.append((sched.passes, ticks[0]))
+        return at
+
+    return read
+
+
+async def long_queue(
+    n: int, spin_s: float
+) -> tuple[FairScheduler, asyncio.Event, list[tuple[int, int]], int, asyncio.Task[None]]:
+    """A scheduler with a measured job time, its lanes held, ``n`` jobs waiting whose deadlines
+    are slow to read, and a ticker task that counts its turns of the loop."""
+    sched = FairScheduler(has_model=lambda: False)
+    warm: list[str] = []
+    for i in range(DETERMINISTIC_LANES):  # a measured job time: passes compute lines from then on
+        sched.submit(f"warm-{i}", recorder(warm, f"warm-{i}", 0.01))
+    await wait_until(lambda: sched.served == DETERMINISTIC_LANES, 5, "the warm-up jobs ran")
+    gate = await occupy(sched)
+    ticks = [0]
+
+    async def ticker() -> None:  # what the loop's other work (frames) sees of a pass
+        while True:
+            ticks[0] += 1
+            await asyncio.sleep(0)
+
+    tick = asyncio.create_task(ticker())
+    seen: list[tuple[int, int]] = []
+    now = time.monotonic()
+    ran: list[str] = []
+    for i in range(n):
+        sched.submit(
+            f"a{i:04d}",
+            recorder(ran, f"a{i:04d}"),
+            slow_deadline(now + 20.0 - 0.001 * i, spin_s, seen, sched, ticks),
+        )
+    return sched, gate, seen, sched.passes + 1, tick  # the next pass is the first over them
+
+
+async def test_a_pass_over_a_long_queue_lets_the_loop_run_between_its_slices() -> None:
+    """A pass over 2 000 waiting jobs whose deadlines cost 20 us each to read (40 ms in all) yields
+    to the loop every PASS_SLICE_S or so: other tasks (the frames of every agent) run while it reads
+    them, not after; the line it makes is still in deadline order."""
+    n, spin = 2000, 20e-6
+    sched, gate, seen, first, tick = await long_queue(n, spin)
+    await wait_until(lambda: len([p for p, _ in seen if p == first]) >= n, 10, "a pass")
+    slices = len({t for p, t in seen if p == first})  # the ticker ran between two reads: the pass had yielded
+    assert slices >= n * spin / scheduler_module.PASS_SLICE_S / 4, slices  # ~20 slices; without: 1
+    # its cost: the slices' time (at least the reads'), measured when it ends
+    await wait_until(lambda: sched.stats()["pass_ms_max"] >= n * spin * 1000, 10, "the pass ended")
+    gate.set()
+    await wait_until(lambda: sched.served >= n + 2 * DETERMINISTIC_LANES, 30, "every job ran")
+    tick.cancel()
+    await sched.close()
+
+
+async def test_a_long_queues_passes_take_a_bounded_share_of_the_loop() -> None:
+    """While a long queue waits with its lanes held, passes are timed: the next comes when the
+    last one's cost is at most PASS_SHARE of the time since (a 40 ms pass: not for 0.8 s), not every
+    PASS_EVERY_S (0.1 s: eight passes in that time)."""
+    n, spin = 2000, 20e-6
+    sched, gate, _, first, tick = await long_queue(n, spin)
+    await wait_until(lambda: sched.stats()["pass_ms_max"] >= n * spin * 1000, 10, "the first pass")
+    cost_s = sched.stats()["pass_ms_max"] / 1000
+    assert cost_s / scheduler_module.PASS_SHARE > 4 * scheduler_module.PASS_EVERY_S  # the case tested
+    await asyncio.sleep(0.5 * cost_s / scheduler_module.PASS_SHARE)
+    assert sched.passes == first, (sched.passes, first)  # before: a pass each PASS_EVERY_S
+    wait_s = 10 + 2 * cost_s / scheduler_module.PASS_SHARE
+    await wait_until(lambda: sched.passes > first, wait_s, "the next pass")
+    gate.set()
+    tick.cancel()
     await sched.close()
 
 
