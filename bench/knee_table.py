@@ -21,6 +21,8 @@ ROWS = [
     ("agents_under_high_watermark", "agents under their high watermark at every call"),
     ("ingest_ms_p50", "ingest p50 ms"),
     ("ingest_ms_p99", "ingest p99 ms"),
+    ("daemon_loop_lag_ms_p99", "the daemon's loop lag p99 ms (last 30 s)"),
+    ("client_loop_lag_ms_p99", "the agents' process's loop lag p99 ms"),
     ("queue_wait_ms_p50", "queue wait p50 ms"),
     ("queue_wait_ms_p99", "queue wait p99 ms"),
     ("compactions_per_s", "compactions/s"),

@@ -120,6 +120,8 @@ class Metrics:
         self.events: EventStats | None = None  # set (and swapped on reload) by the daemon
         # the store's background work (watcher.store.database.Database.background), set by the daemon
         self.store: Callable[[], Mapping[str, float]] | None = None
+        # the serving loop's lag in seconds by quantile (watcher.serve.looplag.LoopLag.quantiles)
+        self.loop_lag: Callable[[], Mapping[str, float]] | None = None
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.compactions = Counter("compactd_compactions", "Proposals applied by agents (ACKed)", registry=r)
@@ -280,6 +282,15 @@ class _Live(Collector):
             errors.add_metric([code], n)
         yield errors
         yield CounterMetricFamily("compactd_frames", "Frames received from clients", value=server.frames)
+        if self.m.loop_lag is not None:
+            lag = GaugeMetricFamily(
+                "compactd_loop_lag_seconds",
+                "How late the serving loop runs what is due, over the last 30 s (1: the largest)",
+                labels=["quantile"],
+            )
+            for q, seconds in self.m.loop_lag().items():
+                lag.add_metric([q], seconds)
+            yield lag
         if self.m.store is not None:
             yield from _store_series(self.m.store())
         ev = self.m.events

@@ -211,6 +211,7 @@ class Daemon:
             },
         )
         self.metrics = Metrics(server)
+        self.metrics.loop_lag = server.loop_lag.quantiles
         if self.store is not None:
             db = self.store.database  # (a scrape counts the index's lag afresh; STATUS reads it cached)
             self.metrics.store = lambda: {**db.background(), "index_pending_rows": db.pending_rows()}

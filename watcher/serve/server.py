@@ -29,6 +29,7 @@ from watcher.serve.auth import PeerInfo
 from watcher.serve.housekeeping import Housekeeping, Switch, gc_pacer
 from watcher.serve.hub import Listener, Route
 from watcher.serve.jobs import Jobs
+from watcher.serve.looplag import LoopLag
 from watcher.serve.packer import Packer
 from watcher.serve.readers import Readers
 from watcher.serve.requests import Requests, status
@@ -92,6 +93,8 @@ class Server:
         # compaction jobs: one per agent at a time, earliest deadline first; a model lane only with a model
         self.scheduler = FairScheduler(self.tasks, has_model=lambda: self.summarizer.engine is not None)
         self.add_status("compaction_queue", self.scheduler.stats)
+        self.loop_lag = LoopLag()  # how late the loop runs what is due (watcher.serve.looplag)
+        self.add_status("loop_lag", self.loop_lag.stats)
         self.housekeeping = Housekeeping(self)
         self.jobs = Jobs(self)
         self.add_status("digest_methods", self.jobs.degrader.stats)
@@ -126,6 +129,7 @@ class Server:
         stopper = asyncio.create_task(stop.wait(), name="server-stop")
         stopper.add_done_callback(on_stop)
         pacer = asyncio.create_task(gc_pacer(), name="gc-pacer")
+        lag = asyncio.create_task(self.loop_lag.run(), name="loop-lag")
         packer = asyncio.create_task(self.packer.run(), name="packer")
         Switch.enter()
         try:
@@ -160,6 +164,7 @@ class Server:
         finally:
             stopper.cancel()
             pacer.cancel()
+            lag.cancel()
             packer.cancel()
             self.packer.close()
             Switch.leave()

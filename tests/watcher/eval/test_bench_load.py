@@ -56,6 +56,9 @@ def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(
         assert step["calls"] > 0 and step["rss_mb_max"] > 0
         assert 0 < step["pss_mb_max"] <= step["rss_mb_max"]  # shared pages once, not once per process
         assert step["model_jobs"] == 0  # --no-model
+        # the agents' latency split: the daemon's loop lag (STATUS) and this process's own
+        assert step["daemon_loop_lag"]["samples"] > 0 and step["daemon_loop_lag_ms_p99"] >= 0
+        assert step["client_loop_lag"]["samples"] > 0 and step["client_loop_lag_ms_p99"] >= 0
     assert "knee_agents" in r["missed"] and r["goals"]["knee_agents"]["target"] == ">= 200"
     assert "goal missed: knee_agents" in run.stderr
     assert png.stat().st_size > 10_000

@@ -132,6 +132,10 @@ async def test_scrape_reflects_agents_compactions_and_errors(
         assert ("compactd_summarizer_queue_depth", ()) in m
         assert m[("compactd_errors_total", (("code", "bad_frame"),))] == 1
         assert m[("compactd_frames_total", ())] > 0
+        lag = {q: m[("compactd_loop_lag_seconds", (("quantile", q),))] for q in ("0.5", "0.99", "1")}
+        assert 0 <= lag["0.5"] <= lag["0.99"] <= lag["1"] < 5, lag  # the serving loop's lag, sampled
+        loop_lag = (await link.status())["daemon"]["loop_lag"]
+        assert loop_lag["samples"] > 0 and loop_lag["ms_p50"] <= loop_lag["ms_p99"] <= loop_lag["ms_max"]
         assert m[("process_resident_memory_bytes", ())] > 0
 
         # the originals those proposals archived reach the search index (a thread of the store)

@@ -48,6 +48,7 @@ from watcher.eval.harness import ReplayError, running_daemon
 from watcher.eval.replay import token_counter
 from watcher.eval.scorecard import percentile
 from watcher.eval.trajectories import Trajectory, TrajectoryError, load_many
+from watcher.serve.looplag import LAG_EVERY_S, LoopLag
 
 KNEE_LADDER: Final = (25, 50, 100, 200, 400)
 MAX_AGENTS: Final = 4000  # twice a knee of 1 600 (a faster machine) is still measured
@@ -119,9 +120,13 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
                 sampler = Sampler()
                 holder = {"daemon": daemon}
                 sampling = asyncio.create_task(sampler.run(ctx, holder, start))
+                # this process's own loop lag: the share of the agents' ingest latency that is theirs
+                client_lag = LoopLag(window=int(s.seconds / LAG_EVERY_S) + 100)
+                lagging = asyncio.create_task(client_lag.run())
                 await asyncio.gather(*(a.run(start, end, s.stall_timeout) for a in agents))
                 elapsed = time.monotonic() - start
                 sampling.cancel()
+                lagging.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sampling
                 final = await ask_status(ctx, daemon.endpoint, 10.0, agents=False) or {}
@@ -134,6 +139,12 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
     result = _step_result(n, s.budget, [a.tally for a in agents], sampler, queue, elapsed, load0)
     methods = (final.get("daemon") or {}).get("digest_methods") or {}  # watcher.serve.degrade
     result["digest_methods"] = methods
+    # the daemon's loop lag over the step's last 30 s (STATUS daemon.loop_lag), and the agents' process's
+    daemon_lag = (final.get("daemon") or {}).get("loop_lag") or {}
+    result["daemon_loop_lag"] = daemon_lag
+    result["daemon_loop_lag_ms_p99"] = daemon_lag.get("ms_p99")
+    result["client_loop_lag"] = client_lag.stats()
+    result["client_loop_lag_ms_p99"] = result["client_loop_lag"]["ms_p99"]
     result["degraded_digests"] = sum(int(methods.get(m, 0)) for m in ("masking", "headtail"))
     result["degradations"] = sum((methods.get("degradations") or {}).values())
     # the store's threads at the end of the step: the search index's lag, the WAL's checkpoints
@@ -183,6 +194,8 @@ def _step_result(
         "queue_wait_ms_p50": queue.get("wait_ms_p50"),
         "queue_wait_ms_p99": queue.get("wait_ms_p99"),
         "queue_depth_max": queue.get("max_depth"),
+        "scheduler_passes": queue.get("passes"),  # its walks over the waiting jobs' deadlines
+        "scheduler_pass_ms_max": queue.get("pass_ms_max"),  # the loop's time the longest took
         "compactions": applied,
         "stale_proposals": sum(t.stale for t in tallies),
         "compactions_per_s": round(applied / elapsed, 2),
