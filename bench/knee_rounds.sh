@@ -9,7 +9,7 @@ S=../shared/trajectories
 T="$S/mini-swe-agent/*.json $S/openhands/output.jsonl $S/openhands-nunu0404/output.jsonl $S/swe-agent/pydicom__pydicom-1458.traj"
 for r in $(seq 1 "$rounds"); do
   for variant in nomodel model; do
-    flag=""; ladder=${LADDER_MODEL:-200,400}; [ "$variant" = nomodel ] && { flag="--no-model"; ladder=${LADDER_NOMODEL:-400,800}; }
+    flag=""; ladder=${LADDER_MODEL:-200,400}; [ "$variant" = nomodel ] && { flag="--no-model"; ladder=${LADDER_NOMODEL:-200,400}; }
     echo "round $r $variant start $(date -u +%H:%M:%S) load $(cut -d' ' -f1-3 /proc/loadavg)"
     # shellcheck disable=SC2086  # T is a list of globs
     .venv/bin/compactd bench load --trajectories $T $flag --agents "$ladder" --max-agents 4000 \
