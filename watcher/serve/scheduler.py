@@ -119,20 +119,27 @@ def _ewma(old: float, new: float) -> float:
 
 
 class _Slices:
-    """The loop's time a sliced pass spends: :meth:`maybe_yield` lets the loop run once the current
-    slice is PASS_SLICE_S long; :meth:`spent` is the sum of the slices (not the loop's turns
-    between them)."""
+    """The loop's time a sliced pass spends: :meth:`step`, once per job, lets the loop run once the
+    current slice is PASS_SLICE_S long (the clock read every PASS_SLICE_JOBS jobs); :meth:`spent`
+    is the sum of the slices (not the loop's turns between them)."""
 
     def __init__(self) -> None:
         self._start = time.perf_counter()
         self._spent = 0.0
+        self._steps = 0
 
-    async def maybe_yield(self) -> None:
+    async def step(self) -> bool:
+        """True if the loop ran meanwhile (what the pass read before may have changed)."""
+        self._steps += 1
+        if self._steps % PASS_SLICE_JOBS:
+            return False
         t = time.perf_counter()
-        if t - self._start >= PASS_SLICE_S:
-            self._spent += t - self._start
-            await asyncio.sleep(0)  # one turn of the loop: frames that came meanwhile are served
-            self._start = time.perf_counter()
+        if t - self._start < PASS_SLICE_S:
+            return False
+        self._spent += t - self._start
+        await asyncio.sleep(0)  # one turn of the loop: frames that came meanwhile are served
+        self._start = time.perf_counter()
+        return True
 
     def spent(self) -> float:
         return self._spent + time.perf_counter() - self._start
@@ -314,18 +321,16 @@ class FairScheduler:
         self.passes += 1
         clock = _Slices()
         line: list[tuple[_Place, str]] = []
-        for i, key in enumerate(list(self._jobs)):
-            if i % PASS_SLICE_JOBS == PASS_SLICE_JOBS - 1:
-                await clock.maybe_yield()
+        for key in list(self._jobs):
+            await clock.step()
             slot = self._jobs.get(key)  # gone or replaced while the loop ran between slices
             if slot is not None:
                 line.append((self._key(key, slot), key))
         line.sort()
         now = time.monotonic()
         ahead = 0  # jobs in front that will take a lane
-        for i, (place, key) in enumerate(line):
-            if i % PASS_SLICE_JOBS == PASS_SLICE_JOBS - 1:
-                await clock.maybe_yield()
+        for place, key in line:
+            if await clock.step():
                 now = time.monotonic()
             if key in self._jobs and not self._express_if_late(key, place, ahead, now):
                 ahead += 1
@@ -427,7 +432,7 @@ class FairScheduler:
             if lane and not key and not fresh:  # the kept line ran out: a pass places those who joined
                 await self._pass(now, force=True)
                 now = time.monotonic()
-                key = self._next(now, self._line) if self._jobs and self._may_start() else ""
+                key = self._next(now, self._line) if self._jobs else ""
             if not key:  # no free lane, or every waiting job is held for an express one
                 await self._idle(now)  # a job ended, an agent joined, or a pass is due
                 continue
