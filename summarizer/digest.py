@@ -43,15 +43,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from summarizer import gist
-from summarizer.compress import binary_like, head_tail, rankable
+from summarizer.compress import Renderer, binary_like, head_tail, rankable
 from summarizer.engine import EngineSettings, Generation, LlamaEngine
 from summarizer.gguf import ModelError
-from summarizer.items import Gist, Item
+from summarizer.items import Gist, Item, Ranks
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
 from summarizer.logprobs import GenerationTimeout
 from summarizer.names import ranked_names
 from summarizer.safety import redact
-from summarizer.select import NEUTRAL_PREFIX, SCORE_MAX_TOKENS, rank_sections
+from summarizer.select import NEUTRAL_PREFIX, SCORE_MAX_TOKENS, pick_lines, rank_sections
 from summarizer.tokenizer import LineCounts
 
 _R = TypeVar("_R")
@@ -73,6 +73,7 @@ MAX_GIST_CHUNKS = 4  # per digest; earlier prose stays deterministic
 GIST_TOKENS_PER_CHUNK = 300  # one gist per this many tokens of digest target
 GIST_BUDGET_S = 45.0  # model time per digest, all chunks together
 RANKINGS = ("all", "logs")  # what the model ranks (Summarizer's `ranking`)
+AHEAD_REF = "ahead"  # the archive reference of a section's rendering read ahead (indices do not depend on it)
 MIN_SHARE = 48  # tokens of scoring per cut section, at least: fewer sections get more lines scored
 BACKOFF_S = (5.0, 15.0, 60.0, 300.0)  # after 1, 2, 3, 4+ consecutive model failures
 FIT_RENDERS = 12  # renderings one size search tries at most
@@ -97,6 +98,13 @@ class Digest:
     scored_tokens: int = 0  # tokens the model's scoring prefill read
     ranked_lines: int = 0  # lines shown that the model's ranking chose (some the rules would show too)
     model_skipped: str = ""  # why the model added nothing ("" when it did): no model, deadline...
+    ranked_ahead: int = 0  # sections ranked from scores the model read ahead (Item.ranks)
+
+
+def _pick_ahead(text: str, count: Callable[[str], int], max_tokens: int) -> list[tuple[int, str]]:
+    """The lines of a section the model would rank in a digest, within `max_tokens` (Renderer.scorable:
+    the rendering does not depend on the digest's archive reference, so neither do the indices)."""
+    return pick_lines([Renderer(text, ref=AHEAD_REF)], count, max_tokens)[0]
 
 
 def approx_tokens(text: str) -> int:
@@ -218,7 +226,7 @@ class Summarizer:
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0
-        own = [i for i in items if i.kind != "digest"]
+        own = [i for i in items if i.kind != "digest" and i.ranks is None]  # (read ahead: ranked)
         if self.ranking == "logs":
             own = [i for i in own if rankable(i.text)]
         logs = sum(i.tokens for i in own)
@@ -251,13 +259,14 @@ class Summarizer:
         failures = self.model_failures
         # the rules alone
         rules = await self._off(self._fit, items, renderers, before, facts, (), target_tokens, names)
+        ahead = self._ranked_ahead(items, renderers)
         scoring, skipped = await self._rank(items, renderers, rules.cut, self.score_cap(model_tokens))
         gists, gens, rejected = await self._gists(items, target_tokens) if self.write_gists else ((), [], [])
         if self.model_failures > failures and skipped not in rejected:  # (model_note: model_failed)
             rejected.insert(0, skipped)
         fit = (
             await self._off(self._fit, items, renderers, before, facts, (), target_tokens, names)
-            if scoring
+            if scoring or ahead
             else rules
         )
         if not fit.model_lines:  # the model's ranks changed nothing the rules would not show
@@ -266,7 +275,7 @@ class Summarizer:
         det_tokens, det_facts = fit.tokens, fit.facts
         text, tokens, carried = fit.text, fit.tokens, fit.facts
         method = "model" if model_lines else "deterministic"
-        if scoring and not model_lines:
+        if (scoring or ahead) and not model_lines:
             skipped = "nothing ranked was shown"
         if gists:
             gisted = await self._off(self._fit, items, renderers, before, facts, gists, target_tokens, names)
@@ -298,7 +307,42 @@ class Summarizer:
             scored_tokens=scoring,
             ranked_lines=ranked_lines if method == "model" else 0,
             model_skipped="" if method == "model" else skipped or "; ".join(rejected),
+            ranked_ahead=ahead,
         )
+
+    async def read_ahead(self, item: Item, max_tokens: int, timeout_s: float | None = None) -> Ranks | None:
+        """The model's scores of the lines of `item` that a digest would let it rank
+        (Renderer.scorable, the most worth scoring first, at most `max_tokens` in one prefill), read
+        before any digest needs them: a digest of a region holding the section then ranks it from
+        these (`Item.ranks`) without the model's time, even a deterministic one. () when the section
+        has nothing to rank; None when the model is not usable or failed (a failure counts toward
+        the back-off as a digest's would; a timeout does not)."""
+        engine = self.engine
+        if engine is None or not self._model_usable() or max_tokens <= 0:
+            return None
+        picked = await self._off(_pick_ahead, item.text, self.count, max_tokens)
+        if not picked:
+            return ()
+        timeout = min(self.gist_budget_s, engine.settings.timeout_s) if timeout_s is None else timeout_s
+        try:
+            scoring = await engine.score(NEUTRAL_PREFIX, [text + "\n" for _, text in picked], timeout)
+        except GenerationTimeout:
+            return None
+        except (ModelError, RuntimeError, OSError, ValueError) as exc:
+            self._failed(exc)
+            return None
+        self._succeeded()
+        return tuple((i, p.self_information) for (i, _), p in zip(picked, scoring.pieces, strict=True))
+
+    @staticmethod
+    def _ranked_ahead(items: Sequence[Item], renderers: Renderers) -> int:
+        """Give each section read ahead its scores (no model time); how many had some."""
+        ahead = 0
+        for it in items:
+            if it.ranks and it.kind != "digest":
+                renderers.of(it).rank(dict(it.ranks))
+                ahead += 1
+        return ahead
 
     async def _off(self, fn: Callable[..., _R], *args: Any) -> _R:
         """``fn(*args)`` in a thread where ``off_loop`` says so, else here."""
@@ -375,7 +419,7 @@ class Summarizer:
             return 0, "scoring off"
         if cap <= 0:
             return 0, "deadline: no time to score"
-        own = [it for it in items if it.kind != "digest"]
+        own = [it for it in items if it.kind != "digest" and it.ranks is None]  # (read ahead: ranked)
         logs = [it.id for it in own if rankable(it.text) and renderers.of(it).plan is not None]
         others = [it for it in own if it.id in cut and it.id not in logs and self.ranking == "all"]
         others.sort(key=lambda it: -len(it.text))

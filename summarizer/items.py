@@ -13,6 +13,12 @@ class Item:
     kind: str
     text: str
     tokens: int
+    # the model's scores of this section's lines, read ahead of the digest (Summarizer.read_ahead:
+    # (line, self-information) of the lines it would rank); () = read, nothing to rank; None = not read
+    ranks: Ranks | None = None
+
+
+Ranks = tuple[tuple[int, float], ...]
 
 
 @dataclass(frozen=True)

@@ -281,3 +281,51 @@ async def test_the_model_ranks_what_cut_sections_show_within_the_jobs_token_budg
         logs = await Summarizer(engine, count=count, ranking="logs").digest(region.items, "a1", t)
         assert logs.text == det.text and logs.model_skipped == "nothing to rank"
     assert scored >= 3 and shown >= 2  # the model's choice reached digests that cut sections
+
+
+async def test_lines_read_ahead_rank_a_digest_without_the_models_time(
+    trajectories: Path, model_path: str, engine: LlamaEngine
+) -> None:
+    """The model's scores of a section's lines, read ahead of any digest (`Summarizer.read_ahead`),
+    rank what the section shows in a digest of a region holding it: a digest with no model at all (the
+    worker's) shows the model's choice of lines, only quotes, and the model's digest of the same region
+    reads nothing for those sections. A section too small to rank reads as () and costs no prefill."""
+    from dataclasses import replace
+
+    from summarizer.frame import unquoted
+
+    count = engine.count_tokens
+    summ = Summarizer(engine, count=count)
+    regions = _regions(trajectories, model_path, 16, 11)
+    tried = chosen = 0
+    for region in regions:
+        t = sum(i.tokens for i in region.items) // 2
+        det = await Summarizer(None, count=count).digest(region.items, "a1", t)
+        if " not shown (" in det.text:
+            continue  # only listed: nothing a ranking could choose
+        before = engine.scored_tokens_total
+        ahead = [replace(it, ranks=await summ.read_ahead(it, 96)) for it in region.items]
+        assert all(it.ranks is not None for it in ahead)
+        for it in ahead:  # each score is of a line the section's rendering could show
+            assert all(isinstance(i, int) and isinstance(s, float) for i, s in it.ranks or ())
+        read = engine.scored_tokens_total - before
+        assert read <= 96 * len(ahead) + count(NEUTRAL_PREFIX) * len(ahead)
+        worker = await Summarizer(None, count=count).digest(ahead, "a1", t)
+        assert unquoted(worker.text, region.items) == [] and worker.tokens < worker.tokens_before
+        assert worker.ranked_ahead == sum(1 for it in ahead if it.ranks and it.kind != "digest")
+        if worker.method == "model":
+            chosen += 1
+            assert worker.model_lines >= 1 and worker.text != det.text and worker.model_skipped == ""
+        else:
+            assert worker.text == det.text
+        assert summ.model_input_tokens(ahead, t) == 0  # read ahead: nothing left for a model job
+        again = await summ.digest(ahead, "a1", t)
+        assert again.scored_tokens == 0 and again.text == worker.text
+        tried += 1
+        if tried == 6:
+            break
+    assert tried == 6 and chosen >= 2, (tried, chosen)
+    small = Item("s1", "assistant", "ok, done.", 3)
+    before = engine.scored_tokens_total
+    assert await summ.read_ahead(small, 96) == () and engine.scored_tokens_total == before
+    assert await Summarizer(None, count=count).read_ahead(small, 96) is None  # no model

@@ -191,6 +191,17 @@ class ModelConfig:
         ' rows ~20 % faster than 64, and 24 MB more at the knee (docs/BENCHMARKS.md, "Stop 31",'
         ' "Stop 32"). A reload loads a new engine with the new size.',
     )
+    read_ahead_tokens: int = key(
+        default=256,
+        reload=Reload.HOT,
+        rule=rules.at_least(0),
+        doc="Most tokens the model reads per section ahead of its digest: while no job holds the model"
+        " and none waits, it ranks the lines of the foldable sections of the agent nearest its high"
+        " watermark,"
+        " oldest first, so that their digests show the model's choice of lines without waiting for it"
+        " (a deterministic digest too). At most half the time; a model job stops a read at once."
+        ' 0 = off (only digest jobs use the model). See docs/ARCHITECTURE.md, "Reading ahead".',
+    )
     gists: bool = key(
         default=False,
         reload=Reload.ENGINE,

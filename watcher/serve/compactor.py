@@ -14,7 +14,7 @@ from watcher.planning.baselines import MaskPlan
 from watcher.planning.planner import Plan
 from watcher.planning.policies import Planned
 from watcher.serve.degrade import model_note
-from watcher.serve.session import Pending, Session
+from watcher.serve.session import Pending, Session, ranks_of
 from watcher.store.crashpoints import crashpoint
 
 
@@ -38,7 +38,7 @@ async def build_proposal(
         return None
     ref, digest_id, pid = state.ids.take("a", "compactd-d", "p")  # the store's: never repeated
     await archive_first(state, ref, originals)
-    items = [Item(s.id, s.kind, s.text, s.tokens) for s in originals]
+    items = [Item(s.id, s.kind, s.text, s.tokens, ranks_of(state, s)) for s in originals]
     try:
         digest = await summarizer.digest(items, ref, plan.target_tokens, model_tokens=model_tokens)
     except BaseException:
@@ -66,7 +66,9 @@ async def build_proposal(
         invalidated_prefix_tokens=plan.invalidated_prefix_tokens,
         archive=(ref,),
     )
-    return Pending(proposal, originals, digest.method, note=model_note(digest))
+    return Pending(
+        proposal, originals, digest.method, note=model_note(digest), ranked_ahead=digest.ranked_ahead
+    )
 
 
 async def archive_first(state: Session, ref: str, originals: tuple[Section, ...]) -> None:

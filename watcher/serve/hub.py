@@ -26,6 +26,16 @@ Listener = Callable[[str, str | None, dict[str, Any]], None]
 Route = Callable[[Session, dict[str, Any], int | None], None]
 
 
+class Reader(Protocol):
+    """What the jobs see of the model's reading ahead (watcher.serve.readahead.ReadAhead)."""
+
+    def preempt(self) -> None:
+        """Stop the read in progress: a job needs the engine."""
+
+    def used(self, sections: int, shown: bool) -> None:
+        """A digest ranked ``sections`` sections from their reads (``shown``: it is the model's)."""
+
+
 class Hub(Protocol):
     cfg: Config
     summarizer: Summarizer
@@ -38,6 +48,11 @@ class Hub(Protocol):
     meter: limits.Meter  # bytes all mirrors hold (watcher.serve.limits)
     scheduler: FairScheduler
     packer: Packer  # long texts of the mirrors held deflated (watcher.serve.packer)
+
+    @property
+    def read_ahead(self) -> Reader:
+        """The model ranking lines before their digests (watcher.serve.readahead)."""
+        ...
 
     def send(self, peer: bytes, msg: dict[str, Any], *, quiet: bool = False) -> None: ...
 

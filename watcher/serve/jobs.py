@@ -36,7 +36,7 @@ from watcher.serve.hub import Hub
 from watcher.serve.modelcost import MIN_MODEL_TOKENS, ModelCost
 from watcher.serve.modelrun import digest_in_time
 from watcher.serve.scheduler import DETERMINISTIC_LANES, Fallback
-from watcher.serve.session import Pending, Session, prepare_plan
+from watcher.serve.session import Pending, Session, prepare_plan, ranks_of
 from watcher.store.crashpoints import crashpoint
 
 log = logs.get("compactd.server")
@@ -45,8 +45,13 @@ PLAN_ATTEMPTS = 3  # plans in a thread on a snapshot the mirror changed under, b
 
 
 def items_of(state: Session, p: Plan) -> list[Item]:
-    """The summarizer's items of ``p``'s region as the mirror holds it now."""
-    return [Item(s.id, s.kind, s.text, s.tokens) for sid in p.ids if (s := state.ctx.get(sid)) is not None]
+    """The summarizer's items of ``p``'s region as the mirror holds it now, with the model's scores of
+    their lines where it read them ahead (watcher.serve.readahead)."""
+    return [
+        Item(s.id, s.kind, s.text, s.tokens, ranks_of(state, s))
+        for sid in p.ids
+        if (s := state.ctx.get(sid)) is not None
+    ]
 
 
 def unchanged(snapshot: Sequence[Section], ctx: Context) -> bool:
@@ -174,7 +179,10 @@ class Jobs:
         chosen = sched.pick(hub.summarizer)
         if not has_model:
             return chosen, why
-        return chosen, "" if chosen is hub.summarizer else "busy"
+        if chosen is hub.summarizer:
+            hub.read_ahead.preempt()  # the engine is this job's now
+            return chosen, ""
+        return chosen, "busy"
 
     def budgets_model(self, state: Session) -> bool:
         """Is the model's time budgeted (and a late model cut off) for this agent's jobs? With the
@@ -403,11 +411,14 @@ class Jobs:
             state.job_running = False
             fields: dict[str, Any] = {"seconds": time.monotonic() - t0}
             if pending is not None:
-                why = why or (pending.note if used_model else "")
+                # a digest that shows the model's lines is the model's, even when they were read
+                # ahead and the job itself ran without it (watcher.serve.readahead)
+                why = "" if pending.method == "model" else why or (pending.note if used_model else "")
                 self.degrader.methods.count(pending.method, why)
                 method = "model" if used_model else pending.method  # the time the model took
                 self.degrader.times.record(method, time.monotonic() - state.job_started)
                 fields |= {"method": pending.method, "model_skipped": why}
+                hub.read_ahead.used(pending.ranked_ahead, pending.method == "model")
             log.info(  # one line per digest: the exact counts a replay's overlapping windows blur
                 "digest_done",
                 agent=state.agent,
@@ -416,6 +427,7 @@ class Jobs:
                 used_model=used_model,
                 model_input=state.model_input,
                 model_tokens=state.model_tokens,
+                ranked_ahead=pending.ranked_ahead if pending is not None else 0,
                 seconds=round(fields["seconds"], 3),
             )
             hub.emit("digest", state.agent, **fields)

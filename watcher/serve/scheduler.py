@@ -219,6 +219,11 @@ class FairScheduler:
         return len(self._jobs)
 
     @property
+    def model_busy(self) -> bool:
+        """Does a job hold the model lane?"""
+        return self._model is not None
+
+    @property
     def running(self) -> int:
         return len(self._running)
 

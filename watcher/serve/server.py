@@ -31,6 +31,7 @@ from watcher.serve.hub import Listener, Route
 from watcher.serve.jobs import Jobs
 from watcher.serve.looplag import LoopLag
 from watcher.serve.packer import Packer
+from watcher.serve.readahead import ReadAhead
 from watcher.serve.readers import Readers
 from watcher.serve.requests import Requests, status
 from watcher.serve.scheduler import FairScheduler
@@ -97,6 +98,9 @@ class Server:
         self.add_status("loop_lag", self.loop_lag.stats)
         self.housekeeping = Housekeeping(self)
         self.jobs = Jobs(self)
+        # the model ranks the lines of sections the next digests will likely fold, while it is idle
+        self.read_ahead = ReadAhead(self)
+        self.add_status("read_ahead", lambda: self.read_ahead.stats() if self.summarizer.engine else None)
         self.add_status("digest_methods", self.jobs.degrader.stats)
         self.add_status("model_cost", lambda: self.jobs.cost.stats() if self.summarizer.engine else None)
         self.sync = Sync(self, self.jobs)
@@ -131,6 +135,7 @@ class Server:
         pacer = asyncio.create_task(gc_pacer(), name="gc-pacer")
         lag = asyncio.create_task(self.loop_lag.run(), name="loop-lag")
         packer = asyncio.create_task(self.packer.run(), name="packer")
+        reader = asyncio.create_task(self.read_ahead.run(), name="read-ahead")
         Switch.enter()
         try:
             while not stop.is_set():
@@ -166,6 +171,8 @@ class Server:
             pacer.cancel()
             lag.cancel()
             packer.cancel()
+            self.read_ahead.preempt()
+            reader.cancel()
             self.packer.close()
             Switch.leave()
             if self._log_agent is not None:  # the last frame's agent must not label the shutdown logs

@@ -15,7 +15,8 @@ from typing import Protocol
 
 from ipc.context import Context
 from ipc.protocol import Proposal
-from ipc.sections import Section, text_len
+from ipc.sections import Section, text_key, text_len
+from summarizer.items import Ranks
 from watcher.observe.digests import LEVELS
 from watcher.planning.features import Features
 from watcher.planning.lookahead import Lookahead
@@ -35,6 +36,7 @@ class Pending:
     method: str
     created: float = field(default_factory=time.monotonic)
     note: str = ""  # why a digest written with the model's summarizer is not the model's
+    ranked_ahead: int = 0  # sections its digest ranked from scores read ahead (watcher.serve.readahead)
 
 
 @dataclass
@@ -106,6 +108,9 @@ class Session:
     hurry_at: int = 0
     model_input: int = 0  # tokens the running job's model digest reads (watcher.serve.modelcost)
     model_tokens: int | None = None  # the most tokens it may score (the time it has; None: no cap)
+    # the model's scores of sections' lines read ahead (watcher.serve.readahead): id -> (text_key, ranks)
+    ranks: dict[str, tuple[int, Ranks]] = field(default_factory=dict)
+    read_through: int = -1  # the mirror's version when the reader found nothing left to read in it
 
     @property
     def usage(self) -> float:
@@ -154,6 +159,13 @@ class Session:
         self.marks, self.policy, self.planner = marks, policy, planner
         self.stuck_tokens = 0
         return True
+
+
+def ranks_of(state: Session, section: Section) -> Ranks | None:
+    """The model's scores of ``section``'s lines read ahead (watcher.serve.readahead), if they were
+    read of its text as the mirror holds it now; else None."""
+    known = state.ranks.get(section.id)
+    return known[1] if known is not None and known[0] == text_key(section) else None
 
 
 def archived_sections(archive: MutableMapping[str, tuple[Section, ...]]) -> int:

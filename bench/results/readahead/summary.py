@@ -1,0 +1,101 @@
+"""Issue 15's figures per arm and round from bench/results/readahead/ab.sh's OUT directory: from the
+replay JSON (per round: regret of optimistic and recency and their ratio, NFR, stalls, overflows,
+canaries) and from the optimistic daemon's own log (each digest once, by ``digest_done``, split into
+rounds by the replay's agent names: ``name``, ``name#2``, ``name#3``): digests, the model's share,
+why the rest were not the model's, and the digests ranked from reads ahead.
+
+python3 bench/results/readahead/summary.py OUT [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def events(path: Path, name: str) -> list[dict[str, Any]]:
+    out = []
+    if not path.exists():
+        return out
+    with path.open(errors="replace") as f:
+        for line in f:
+            if f'"event": "{name}"' in line:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue
+    return out
+
+
+def round_of(agent: str) -> int:
+    _, sep, tail = agent.rpartition("#")
+    return int(tail) if sep and tail.isdigit() else 1
+
+
+def med(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.3f} ({min(xs):.3f}-{max(xs):.3f})" if xs else "-"
+
+
+def arm(out: Path, name: str) -> dict[str, Any]:
+    data = json.loads((out / f"replay-{name}.json").read_text())
+    rounds = data.get("rounds") or [{p: v["aggregate"] for p, v in data["policies"].items()}]
+    done = events(out / f"daemon-{name}-optimistic.log", "digest_done")
+    per: list[dict[str, Any]] = []
+    for r, agg in enumerate(rounds, 1):
+        opt, rec = agg["optimistic"], agg["recency"]
+        mine = [d for d in done if round_of(str(d.get("agent", ""))) == r]
+        model = sum(1 for d in mine if d["method"] == "model")
+        reasons = Counter(d["model_skipped"] or "-" for d in mine if d["method"] != "model")
+        per.append(
+            {
+                "round": r,
+                "regret_optimistic": opt["regret"],
+                "regret_recency": rec["regret"],
+                "ratio": round(opt["regret"] / rec["regret"], 3) if rec["regret"] else None,
+                "nfr_optimistic": opt["needed_fact_retention"],
+                "nfr_recency": rec["needed_fact_retention"],
+                "stall_ms_p99": [opt["stall_ms_p99"], rec["stall_ms_p99"]],
+                "overflow_turns": [opt["overflow_turns"], rec["overflow_turns"]],
+                "over_high": [opt["turns_over_high_watermark"], rec["turns_over_high_watermark"]],
+                "canaries_opt": opt["canaries"],
+                "digests": len(mine),
+                "model": model,
+                "model_share": round(model / len(mine), 3) if mine else None,
+                "ranked_ahead_digests": sum(1 for d in mine if d.get("ranked_ahead", 0) > 0),
+                "model_without_model_job": sum(
+                    1 for d in mine if d["method"] == "model" and not d["used_model"]
+                ),
+                "model_jobs": sum(1 for d in mine if d["used_model"]),
+                "not_model": dict(reasons.most_common()),
+                "json_model_share": opt["digest_methods"]["model_share"],
+            }
+        )
+    return {"rounds": per}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    ap.add_argument("out")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    out = Path(args.out)
+    names = sorted(p.name[len("replay-") : -len(".json")] for p in out.glob("replay-*.json"))
+    result = {n: arm(out, n) for n in names}
+    for n, a in result.items():
+        rs = a["rounds"]
+        print(f"== {n}")
+        for r in rs:
+            print(json.dumps(r))
+        keys = ("ratio", "model_share", "nfr_optimistic", "nfr_recency", "regret_optimistic")
+        for key in keys:
+            print(f"  {key}: {med([r[key] for r in rs if r[key] is not None])}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

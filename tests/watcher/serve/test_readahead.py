@@ -1,0 +1,83 @@
+"""The model reads ahead (watcher.serve.readahead): a real daemon with the real model, idle, ranks the
+lines of an agent's foldable sections once each (not its anchors, not its freshest turns, not what is
+too small to rank), and the digest of a region holding them ranks them from those reads."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from ipc.client import AgentLink
+from ipc.sections import Section
+from summarizer.tokenizer import load_counter
+from tests.fixtures.daemon import status, wait_event, wait_until
+from watcher.eval.harness import DaemonProcess, running_daemon
+
+BUDGET = 16000  # high watermark 13 600 (reserve 0.15): reading starts at half the trigger
+FRESH = 4  # [compaction] fresh_turns, the default
+
+
+def _output(turn: int) -> str:
+    """A tool output of ~850 tokens: a build log with one odd line."""
+    lines = [f"[{turn}.{k:03d}] compiling crate_{turn}_{k} v0.{k}.{turn} (debug) ok" for k in range(32)]
+    lines[17] = f"[{turn}.017] warning: checksum 9f{turn}e1c7 of vendor/zlib-{turn} differs from Cargo.lock"
+    return "\n".join(lines)
+
+
+def _turn(k: int, count: Any) -> list[Section]:
+    call = f"cargo build -p crate_{k}"
+    out = _output(k)
+    g = f"t{k}"
+    return [
+        Section(f"c{k}", "tool_call", call, role="assistant", tokens=count(call), group=g),
+        Section(f"r{k}", "tool_result", out, role="tool", tokens=count(out), group=g),
+    ]
+
+
+async def _read(daemon: DaemonProcess) -> dict[str, Any]:
+    data = await status(daemon)
+    return dict(data["daemon"]["read_ahead"])
+
+
+async def test_an_idle_model_reads_foldable_sections_ahead_once_each(tmp_path: Path, model_path: str) -> None:
+    count = load_counter(model_path)
+    async with running_daemon(tmp_path, None, model=True) as daemon:
+        await wait_event(daemon, "model_warmed", within=60)
+        async with AgentLink(daemon.endpoint, agent="reader", budget=BUDGET) as link:
+            system = "You are a careful coding agent. " * 20  # an anchor, never folded: never read
+            sections = [Section("sys", "system", system, role="system", tokens=count(system))]
+            for k in range(9):  # ~7 800 tokens: above half the trigger, under it
+                sections += _turn(k, count)
+            assert BUDGET * 0.4 < sum(s.tokens for s in sections) < BUDGET * 0.7
+            await link.append(*sections, wait=True)
+            foldable = 9 - FRESH  # the tool outputs of the turns before the freshest four
+            got = await wait_until(
+                lambda: _when(_read(daemon), lambda r: r["sections"] >= foldable), 60, "the reads"
+            )
+            await asyncio.sleep(2.0)  # nothing else is left to read: the count stays
+            got = await _read(daemon)
+            assert got["sections"] == foldable and got["failed"] == 0, got
+            assert got["tokens"] == sum(
+                s.tokens for s in sections if s.id in {f"r{k}" for k in range(foldable)}
+            )
+            # two more turns: two more outputs leave the freshest four, and are read
+            await link.append(*_turn(9, count), *_turn(10, count), wait=True)
+            await wait_until(
+                lambda: _when(_read(daemon), lambda r: r["sections"] >= foldable + 2), 60, "two more reads"
+            )
+            # over the trigger: the digest ranks what was read, from the reads
+            while link.context.tokens < link.high_watermark - 200:
+                k = len(link.context) // 2
+                await link.append(*_turn(k, count), wait=True)
+            proposal = await asyncio.wait_for(link.proposals.get(), 60)
+            assert await link.apply(proposal)
+        done = await wait_event(daemon, "digest_done", within=30)
+        assert done["ranked_ahead"] >= 1, done
+        got = await _read(daemon)
+        assert got["digests"] >= 1 and got["failed"] == 0, got
+
+
+async def _when(got: Any, ok: Any) -> Any:
+    value = await got
+    return value if ok(value) else None

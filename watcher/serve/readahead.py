@@ -1,0 +1,184 @@
+"""The model reads ahead: while its lane is free, it ranks the lines of the sections the next
+compactions are likely to fold, so that their digests find them ranked.
+
+A digest's model job has seconds at most: the look-ahead starts it when the context nears its
+trigger, and it must be done before the high watermark at the agent's pace. Most digests missed the
+model for want of that time (docs/BENCHMARKS.md, "Deliver 3": ``deadline``, ``late`` and ``busy``
+were half of them), while the model sat idle between them. The model's ranking of a section's lines
+(summarizer.select: self-information from one prefill) depends on the section's text alone, so it
+can be read at any time before the digest: here, while no job holds the model lane and no job
+waits (a loaded daemon's cores go to its compactions and its agents first), one section at a time.
+
+What is read: the foldable sections (not fixed anchors, not in the freshest turns: what the planner
+may fold) of at least :data:`READ_MIN_TOKENS`, oldest first, of the agent whose context is nearest
+its high watermark (at least :data:`READ_FROM` of it), each once (keyed by its text: a replaced
+section is read again). The scores go with the section into any digest of a region holding it
+(``Item.ranks``, watcher.serve.jobs.items_of), model job or deterministic one in the digest worker:
+the model's choice of lines without the model's time.
+
+A model job preempts a read in progress (:meth:`ReadAhead.preempt`: the engine stops at its next
+batch), and reading takes at most :data:`READ_SHARE` of the time (it pauses as long as it read, at
+0.5). ``[model] read_ahead_tokens`` caps the tokens read per section; 0 turns reading off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Final
+
+from ipc.sections import Section, text_key
+from summarizer.items import Item, Ranks
+from watcher.observe import logs
+from watcher.planning.planner import fresh_start, is_fixed_anchor
+from watcher.serve.hub import Hub
+from watcher.serve.session import Session
+
+log = logs.get("compactd.readahead")
+
+READ_EVERY_S: Final = 0.25  # how often an idle reader looks for a section to read
+READ_FROM: Final = 0.5  # an agent's context must hold this share of its high watermark to be read ahead
+READ_MIN_TOKENS: Final = 64  # smaller sections are shown whole in a digest: nothing to rank
+READ_SHARE: Final = 0.5  # reading takes at most this share of the time (a pause after each read)
+READ_TIMEOUT_S: Final = 10.0  # one section's read, at most
+AGENTS_TRIED: Final = 4  # agents looked at per round when the nearest has nothing left to read
+
+
+class ReadAhead:
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+        self._task: asyncio.Task[Ranks | None] | None = None  # the read in progress
+        self.sections = 0  # sections read (scored, or found with nothing to rank)
+        self.tokens = 0  # tokens of the sections read
+        self.seconds = 0.0  # the model's time reading
+        self.preempted = 0  # reads a model job cut off
+        self.failed = 0  # reads that timed out or failed (the section is tried again later)
+        self.digests = 0  # digests that ranked sections from their reads
+        self.digests_shown = 0  # ... and showed lines of the model's choice (method "model")
+
+    def tokens_per_section(self) -> int:
+        return self.hub.cfg.model.read_ahead_tokens
+
+    def preempt(self) -> None:
+        """A model job wants the engine: stop the read in progress (at the engine's next batch)."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            self.preempted += 1
+
+    def used(self, sections: int, shown: bool) -> None:
+        """A digest ranked ``sections`` sections from their reads (``shown``: it is the model's)."""
+        if sections:
+            self.digests += 1
+            self.digests_shown += shown
+
+    def may_read(self) -> bool:
+        """Reading is on, the model usable, its lane free, no job waiting."""
+        summ, sched = self.hub.summarizer, self.hub.scheduler
+        return (
+            self.tokens_per_section() > 0
+            and summ.engine is not None
+            and not summ.degraded
+            and not sched.model_busy
+            and sched.depth == 0
+        )
+
+    async def run(self) -> None:
+        """Read while the daemon runs (a task of the server's; cancelled at shutdown)."""
+        pause = READ_EVERY_S
+        while True:
+            await asyncio.sleep(pause)
+            pause = READ_EVERY_S
+            if not self.may_read():
+                continue
+            picked = self.next_section()
+            if picked is None:
+                continue
+            state, section = picked
+            t0 = time.monotonic()
+            read = await self.read(state, section)
+            spent = time.monotonic() - t0
+            if read:
+                pause = max(READ_EVERY_S, spent * (1 - READ_SHARE) / READ_SHARE)
+
+    async def read(self, state: Session, section: Section) -> bool:
+        """Read one section; its scores go to ``state.ranks``. False if it was not read (preempted,
+        failed, or the model is not usable)."""
+        summ = self.hub.summarizer
+        item = Item(section.id, section.kind, section.text, section.tokens)
+        task = self._task = asyncio.create_task(
+            summ.read_ahead(item, self.tokens_per_section(), READ_TIMEOUT_S), name=f"read-ahead-{state.agent}"
+        )
+        t0 = time.monotonic()
+        try:
+            ranks = await task
+        except asyncio.CancelledError:
+            if task.cancelled() and not _cancelling():  # preempted by a model job, not our own cancel
+                return False
+            raise
+        finally:
+            self._task = None
+            self.seconds += time.monotonic() - t0
+        if ranks is None:
+            self.failed += 1
+            return False
+        state.ranks[section.id] = (text_key(section), ranks)
+        self.sections += 1
+        self.tokens += section.tokens
+        return True
+
+    def next_section(self) -> tuple[Session, Section] | None:
+        """The oldest foldable section not read yet of the agent nearest its high watermark (of those
+        with one; at most AGENTS_TRIED looked at)."""
+        near: list[tuple[float, Session]] = []
+        for state in self.hub.agents.values():
+            if state.policy != "auto" or not state.planner.plans_ahead or not state.synced:
+                continue
+            if state.job_running:  # its region is being folded now
+                continue
+            if state.read_through == state.ctx.version:
+                continue  # nothing left to read until the mirror changes
+            high = state.marks.high  # (its trigger is at most this: O(1) for every agent)
+            if high > 0 and state.ctx.tokens >= READ_FROM * high:
+                near.append((state.ctx.tokens / high, state))
+        near.sort(key=lambda x: -x[0])
+        for _, state in near[:AGENTS_TRIED]:
+            section = self._unread(state)
+            if section is not None:
+                return state, section
+            state.read_through = state.ctx.version
+        return None
+
+    def _unread(self, state: Session) -> Section | None:
+        sections = list(state.ctx)
+        if len(state.ranks) > len(sections):  # folded sections' scores: forget them
+            held = {s.id for s in sections}
+            state.ranks = {sid: r for sid, r in state.ranks.items() if sid in held}
+        end = fresh_start(sections, self.hub.cfg.compaction.fresh_turns)
+        for s in sections[:end]:
+            if s.tokens < READ_MIN_TOKENS or is_fixed_anchor(s):
+                continue
+            known = state.ranks.get(s.id)
+            if known is None or known[0] != text_key(s):
+                return s
+        return None
+
+    def stats(self) -> dict[str, Any]:
+        """STATUS ``daemon.read_ahead``."""
+        return {
+            "tokens_per_section": self.tokens_per_section(),
+            "sections": self.sections,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 3),
+            "preempted": self.preempted,
+            "failed": self.failed,
+            "digests": self.digests,
+            "digests_shown": self.digests_shown,
+            "reading": self._task is not None,
+        }
+
+
+def _cancelling() -> bool:
+    """Is the current task itself being cancelled (shutdown), not only the read it awaited?"""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
