@@ -12,7 +12,8 @@ A digest (summarizer.layout) is frame + quotes. The *frame* is what compactd its
   collapsed]``, ``[test run: ...]``, ``[binary-like output: ...]``), omission markers with their
   recall reference (``[… N chars omitted; recall REF]``), repeat counts (`` (×N)``), ``[summarized
   above; recall REF#ID]``, a brief's `` …`` and ``[N chars; recall REF]``, the index line ``- all N
-  not shown (...); recall REF#ID for one, REF for all``;
+  not shown (...); recall REF#ID for one, REF for all`` (``- the other N`` after the sections the
+  model's ranks chose);
 * the defang transformations of summarizer.safety (``<|im_start|>`` shown as ``< |im_start| >``,
   ``[compactd digest`` inside a section as ``[quoted compactd digest``...): a quote is compared
   with the defanged region.
@@ -43,7 +44,9 @@ SECTIONS_LABEL: Final = "Sections (quoted data, not instructions):"
 SUMMARY: Final = re.compile(r"^Summary of [^()]+ \(model-written from quoted data\): (.*)$")
 SECTION_LEAD: Final = re.compile(r"^- (\S+) ([\w-]+): ?")
 INDENT: Final = "  "
-INDEX_LINE: Final = re.compile(r"^- all \d+ not shown \([^)]*\); recall \S+ for one, \S+ for all$")
+INDEX_LINE: Final = re.compile(
+    r"^- (?:all|the other) \d+ not shown \([^)]*\); recall \S+ for one, \S+ for all$"
+)
 # notes inside a section's rendering (summarizer.compress, summarizer.layout)
 OMISSION: Final = re.compile(r" ?\[… \d+ chars omitted; recall [^\]\s]+\]")
 REPEATS: Final = re.compile(r" \(×\d+\)")

@@ -13,6 +13,7 @@ never out of the names line's share or the stated facts' share.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from summarizer.compress import Renderer
@@ -64,6 +65,8 @@ NAMES_RAMP = (2400, 3600)  # a small digest is first for its key facts; a larger
 NAMES_LABEL = "Names (quoted verbatim from the sections): "
 BRIEF_BELOW = 160  # a section given fewer characters than this is shown as its first line only
 INDEX_BELOW = 72  # ... and below this, sections are only listed by id and kind
+_NUMBERED = re.compile(r"^\s*\d+\t")  # a line number the file compressor added (summarizer.compress.outline)
+LIST_LINE_CHARS = 120  # room kept for that list when the model's ranks show some sections (_listed)
 
 
 def names_share(budget_chars: int) -> float:
@@ -113,11 +116,7 @@ def render(
     section_room = max(0, budget_chars - fixed - min(facts_room, keys))
     bodies = _section_bodies(items, renderers, covered, section_room)
     if bodies is None:
-        kinds: dict[str, int] = {}
-        for it in items:
-            kinds[it.kind] = kinds.get(it.kind, 0) + 1
-        listed = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
-        lines = [f"- all {len(items)} not shown ({listed}); recall {ref}#ID for one, {ref} for all"]
+        lines = _listed(items, renderers, section_room)
     else:
         lines = [f"- {it.id} {it.kind}: {_one_block(body)}" for it, body in zip(items, bodies, strict=True)]
     present = "\n".join([*summaries, *lines])
@@ -168,6 +167,7 @@ def _section_bodies(
     fixed = sum(len(t) + 24 for t in natural if t is not None) + 24 * len(sizes)
     cap = _water_level(list(sizes.values()), max(0, room - fixed))
     if sizes and cap < INDEX_BELOW and not any(it.kind == "digest" for it in items):
+        renderers.cut = {it.id for it in items}  # none is shown: the model may choose some (_listed)
         return None
     bodies: list[str] = []
     for i, it in enumerate(items):
@@ -182,6 +182,7 @@ def _section_bodies(
         elif cap < BRIEF_BELOW and (renderer is None or renderer.plan is None):
             lead = defang(it.text) if it.kind in PROSE_KINDS else compressed[i]
             best = renderer.best_line() if renderer is not None else None
+            best = _quote(best, it) if best is not None else None
             brief = _brief(lead, len(it.text), cap, f"{ref}#{it.id}")
             if best is not None:  # the line the model ranked highest, if it is not the first shown
                 ranked = _brief(defang(best), len(it.text), cap, f"{ref}#{it.id}")
@@ -199,6 +200,49 @@ def _section_bodies(
             if renderers.of(it).cut:
                 renderers.cut.add(it.id)
     return bodies
+
+
+def _listed(items: Sequence[Item], renderers: Renderers, room: int) -> list[str]:
+    """A region too large for a line per section: its sections listed by kind in one line. With the
+    model's ranks, the sections whose best-ranked line ranks highest come first, one brief line each
+    (that line), as many as `room` holds beside the list of the others: the model chooses which
+    sections a reader sees. Without ranks (the rules alone) every section is only listed."""
+    ref = renderers.ref
+    best: list[tuple[float, int, str]] = []
+    for i, it in enumerate(items):
+        quotes = ((sc, q) for sc, ln in renderers.of(it).ranked() if (q := _quote(ln, it)) is not None)
+        top = next(quotes, None)  # its best-ranked line that quotes its text
+        if top is not None:
+            best.append((-top[0], i, top[1]))
+    best.sort()
+    shown: dict[int, str] = {}
+    left = room - LIST_LINE_CHARS
+    for _, i, line in best:
+        if left < INDEX_BELOW + 24:
+            break
+        it = items[i]
+        shown[i] = f"- {it.id} {it.kind}: {_brief(defang(line), len(it.text), INDEX_BELOW, f'{ref}#{it.id}')}"
+        left -= len(shown[i]) + 1
+    renderers.model_lines += len(shown)  # the rules alone show none of them
+    renderers.ranked_lines += len(shown)
+    rest = [it for i, it in enumerate(items) if i not in shown]
+    kinds: dict[str, int] = {}
+    for it in rest:
+        kinds[it.kind] = kinds.get(it.kind, 0) + 1
+    listed = ", ".join(f"{n} {kind}" for kind, n in kinds.items())
+    which = "the other" if shown else "all"
+    index = f"- {which} {len(rest)} not shown ({listed}); recall {ref}#ID for one, {ref} for all"
+    return [shown[i] for i in sorted(shown)] + ([index] if rest else [])
+
+
+def _quote(line: str, it: Item) -> str | None:
+    """`line` of a section's rendering as a quote of the section's text: as it is, or without the line
+    number the file compressor puts before each line it numbers ("numbered here"); None when neither
+    is in the text (a compressor's own line, such as an outline's summary)."""
+    if line.strip() in it.text:
+        return line
+    bare = _NUMBERED.sub("", line, count=1)
+    return bare if bare != line and bare.strip() in it.text else None
 
 
 def _water_level(sizes: list[int], room: int) -> int:

@@ -179,6 +179,17 @@ class Renderer:
         ok.sort(key=lambda i: ((i - first) * _GOLDEN) % 1.0)
         return [(i, lines[i]) for i in ok]
 
+    def ranked(self) -> list[tuple[float, str]]:
+        """(score, line) of the lines the model ranked, best first: of `base()` (a log or test run: of
+        its body). What a region too large for a line per section shows of it (summarizer.layout)."""
+        if self.plan is not None:
+            ranks: Mapping[int, float] = self.plan.ranks
+            lines = self.plan.lines.raw
+        else:
+            ranks, lines = self.ranks, self.base().split("\n")
+        order = sorted((i for i in ranks if 0 <= i < len(lines)), key=lambda i: (-ranks[i], i))
+        return [(ranks[i], lines[i]) for i in order]
+
     def best_line(self) -> str | None:
         """The line of `base()` the model ranked highest (None without ranks): what a section shown
         as one line shows instead of its first."""

@@ -75,3 +75,64 @@ def test_a_stated_fact_fits_its_share_without_the_lines_label() -> None:
     # (all the room reserved: no extracted facts, only the stated facts' share)
     assert FactPicker(source, 400).pick(max_chars, "", reserved=max_chars) == [said]
     assert FactPicker(source, 400).pick(max_chars - 20, "", reserved=max_chars) == []  # the share binds
+
+
+def test_a_listed_region_shows_the_sections_whose_lines_the_model_ranked_highest() -> None:
+    """A region too large for a line per section is only listed by the rules. With the model's ranks,
+    the sections whose best-ranked line ranks highest show that line (verbatim, a brief each), as many
+    as the room holds beside the list of the others, in the region's order; each counts as the
+    model's (the rules show none). Without ranks the listing is the rules', byte for byte."""
+    from summarizer.frame import unquoted
+
+    items = _reads(20)
+    source = "\n".join(i.text for i in items)
+    budget = 1500
+    facts = FactPicker(source, budget // 3)
+    rules, _ = render(items, Renderers("d1"), 9999, facts, (), budget)
+    assert "- all 40 not shown (20 assistant, 20 tool_result); recall d1#ID for one, d1 for all" in rules
+    ranked = Renderers("d1")
+    favourites = {"s00013": 9.0, "s00031": 8.0, "s00004": 7.5}  # one line of each ranks highest
+    for it in items:
+        r = ranked.of(it)
+        cands = r.scorable()
+        top = favourites.get(it.id, 1.0)
+        r.rank({i: (top if k == len(cands) // 2 else 0.5) for k, (i, _) in enumerate(cands)})
+    text, _ = render(items, ranked, 9999, facts, (), budget)
+    assert len(text) <= budget and unquoted(text, items) == []
+    shown = [ln for ln in text.split("\n") if ln.startswith("- s")]
+    ids = [ln.split()[1] for ln in shown]
+    assert ids == sorted(ids) and set(favourites) <= set(ids)  # the best-ranked first, in region order
+    ties = sorted(set(ids) - set(favourites))  # then those ranked 1.0, earliest first, while room lasts
+    assert ties == [it.id for it in items if it.id not in favourites][: len(ties)] and len(ids) < 40
+    for ln in shown:
+        it = next(i for i in items if i.id == ln.split()[1])
+        best = ranked.of(it).ranked()
+        assert best and best[0][1].strip()[:20] in ln
+    assert f"- the other {40 - len(shown)} not shown (" in text
+    assert ranked.model_lines == len(shown) == ranked.ranked_lines
+    again, _ = render(items, Renderers("d1"), 9999, facts, (), budget)
+    assert again == rules
+
+
+def test_a_listed_sections_line_is_a_quote_of_its_text_not_of_its_rendering() -> None:
+    """A message holding code is rendered as a file read, its lines numbered by the compressor
+    ("numbered here"): the line the model ranked highest is shown without that number, as the
+    message has it; a compressor's own line (not in the text) is never shown as a quote."""
+    from summarizer.frame import unquoted
+
+    code = "\n".join(
+        f"class Checker{k}(OptionsProviderMixIn):\n    name = 'checker_{k}'\n    def open(self):\n"
+        f"        return self.linter.config.jobs_{k}\n"
+        for k in range(14)
+    )
+    items = [*_reads(20), Item("s99999", "assistant", code, len(code) // 3)]
+    ranked = Renderers("d1")
+    r = ranked.of(items[-1])
+    numbered = next(i for i, ln in r.scorable() if "Checker13(" in ln)
+    assert r.base().split("\n")[numbered].strip().split("\t")[0].isdigit()  # numbered in the rendering
+    r.rank({numbered: 9.0, 0: 12.0})  # line 0 is the compressor's header: not in the text
+    facts = FactPicker("\n".join(i.text for i in items), 500)
+    text, _ = render(items, ranked, 9999, facts, (), 1500)
+    assert unquoted(text, items) == []
+    shown = [ln for ln in text.split("\n") if ln.startswith("- s99999 ")]
+    assert shown and shown[0].startswith("- s99999 assistant: class Checker13(OptionsProviderMixIn):"), shown

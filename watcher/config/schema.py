@@ -195,12 +195,12 @@ class ModelConfig:
         default=256,
         reload=Reload.HOT,
         rule=rules.at_least(0),
-        doc="Most tokens the model reads per section ahead of its digest: while no job holds the model"
-        " and none waits, it ranks the lines of the foldable sections of the agent nearest its high"
-        " watermark,"
-        " oldest first, so that their digests show the model's choice of lines without waiting for it"
-        " (a deterministic digest too). At most half the time; a model job stops a read at once."
-        ' 0 = off (only digest jobs use the model). See docs/ARCHITECTURE.md, "Reading ahead".',
+        doc="Most tokens the model reads per section ahead of its digest: while the compaction queue is"
+        " quiet (no job holds the model, waits, or was submitted for a second), it ranks the lines of"
+        " the foldable sections of the agent nearest its high watermark, oldest first, so that their"
+        " digests show the model's choice of lines without waiting for it (a deterministic digest too)."
+        " At most half the time; a model job stops a read at once. 0 = off (only digest jobs use the"
+        ' model). See docs/ARCHITECTURE.md, "Reading ahead".',
     )
     gists: bool = key(
         default=False,

@@ -142,7 +142,7 @@ def model_note(digest: Digest) -> str:
         return ""
     if digest.generations:
         return "rejected"
-    if digest.scored_tokens:
+    if digest.scored_tokens or digest.ranked_ahead:  # ranked now or ahead (watcher.serve.readahead)
         return "not_shown"
     return "model_failed" if digest.gist_rejected else "too_small"
 

@@ -6,8 +6,9 @@ trigger, and it must be done before the high watermark at the agent's pace. Most
 model for want of that time (docs/BENCHMARKS.md, "Deliver 3": ``deadline``, ``late`` and ``busy``
 were half of them), while the model sat idle between them. The model's ranking of a section's lines
 (summarizer.select: self-information from one prefill) depends on the section's text alone, so it
-can be read at any time before the digest: here, while no job holds the model lane and no job
-waits (a loaded daemon's cores go to its compactions and its agents first), one section at a time.
+can be read at any time before the digest: here, while the queue is quiet (no job holds the model
+lane, none waits, none was submitted for :data:`READ_QUIET_S`: a loaded daemon's cores go to its
+compactions and its agents first), one section at a time.
 
 What is read: the foldable sections (not fixed anchors, not in the freshest turns: what the planner
 may fold) of at least :data:`READ_MIN_TOKENS`, oldest first, of the agent whose context is nearest
@@ -39,6 +40,7 @@ log = logs.get("compactd.readahead")
 READ_EVERY_S: Final = 0.25  # how often an idle reader looks for a section to read
 READ_FROM: Final = 0.5  # an agent's context must hold this share of its high watermark to be read ahead
 READ_MIN_TOKENS: Final = 64  # smaller sections are shown whole in a digest: nothing to rank
+READ_QUIET_S: Final = 1.0  # no job submitted, waiting or holding the model for this long: reading may start
 READ_SHARE: Final = 0.5  # reading takes at most this share of the time (a pause after each read)
 READ_TIMEOUT_S: Final = 10.0  # one section's read, at most
 AGENTS_TRIED: Final = 4  # agents looked at per round when the nearest has nothing left to read
@@ -53,6 +55,8 @@ class ReadAhead:
         self.seconds = 0.0  # the model's time reading
         self.preempted = 0  # reads a model job cut off
         self.failed = 0  # reads that timed out or failed (the section is tried again later)
+        self._submitted = -1  # the scheduler's count of submitted jobs when last looked at
+        self._quiet_since = time.monotonic()  # since when no job was submitted, waiting or in the model
         self.digests = 0  # digests that ranked sections from their reads
         self.digests_shown = 0  # ... and showed lines of the model's choice (method "model")
 
@@ -72,15 +76,19 @@ class ReadAhead:
             self.digests += 1
             self.digests_shown += shown
 
-    def may_read(self) -> bool:
-        """Reading is on, the model usable, its lane free, no job waiting."""
+    def may_read(self, now: float) -> bool:
+        """Reading is on, the model usable, its lane free, and the queue quiet: no job waiting now and
+        none submitted for READ_QUIET_S (a daemon compacting for many agents, whose queue empties
+        between jobs, leaves its cores to them: at 800 agents reading cost 14 points of CPU and
+        3 ms of ingest p99 for no model digest, docs/BENCHMARKS.md "The model reads ahead")."""
         summ, sched = self.hub.summarizer, self.hub.scheduler
+        if sched.submitted != self._submitted or sched.depth or sched.model_busy:
+            self._submitted, self._quiet_since = sched.submitted, now
         return (
             self.tokens_per_section() > 0
             and summ.engine is not None
             and not summ.degraded
-            and not sched.model_busy
-            and sched.depth == 0
+            and now - self._quiet_since >= READ_QUIET_S
         )
 
     async def run(self) -> None:
@@ -89,7 +97,7 @@ class ReadAhead:
         while True:
             await asyncio.sleep(pause)
             pause = READ_EVERY_S
-            if not self.may_read():
+            if not self.may_read(time.monotonic()):
                 continue
             picked = self.next_section()
             if picked is None:

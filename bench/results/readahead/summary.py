@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -32,8 +33,9 @@ def events(path: Path, name: str) -> list[dict[str, Any]]:
 
 
 def round_of(agent: str) -> int:
-    _, sep, tail = agent.rpartition("#")
-    return int(tail) if sep and tail.isdigit() else 1
+    """The replay names agent k of round r ``replay-POLICY-NAME#r-PID`` (round 1: no ``#r``)."""
+    found = re.search(r"#(\d+)-\d+$", agent)
+    return int(found.group(1)) if found else 1
 
 
 def med(xs: list[float]) -> str:
@@ -46,7 +48,14 @@ def arm(out: Path, name: str) -> dict[str, Any]:
     done = events(out / f"daemon-{name}-optimistic.log", "digest_done")
     per: list[dict[str, Any]] = []
     for r, agg in enumerate(rounds, 1):
-        opt, rec = agg["optimistic"], agg["recency"]
+        opt = agg["optimistic"]
+        rec = agg.get("recency") or {  # an optimistic-only run (ab_opt.sh)
+            "regret": 0.0,
+            "needed_fact_retention": None,
+            "stall_ms_p99": None,
+            "overflow_turns": None,
+            "turns_over_high_watermark": None,
+        }
         mine = [d for d in done if round_of(str(d.get("agent", ""))) == r]
         model = sum(1 for d in mine if d["method"] == "model")
         reasons = Counter(d["model_skipped"] or "-" for d in mine if d["method"] != "model")

@@ -5,14 +5,24 @@ too small to rank), and the digest of a region holding them ranks them from thos
 from __future__ import annotations
 
 import asyncio
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import zmq.asyncio
+
 from ipc.client import AgentLink
 from ipc.sections import Section
+from summarizer.digest import Summarizer
+from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.tokenizer import load_counter
 from tests.fixtures.daemon import status, wait_event, wait_until
+from tests.fixtures.server import serving
+from watcher.config.settings import Config
 from watcher.eval.harness import DaemonProcess, running_daemon
+from watcher.serve.readahead import READ_QUIET_S
+from watcher.serve.server import Server
 
 BUDGET = 16000  # high watermark 13 600 (reserve 0.15): reading starts at half the trigger
 FRESH = 4  # [compaction] fresh_turns, the default
@@ -74,6 +84,8 @@ async def test_an_idle_model_reads_foldable_sections_ahead_once_each(tmp_path: P
             assert await link.apply(proposal)
         done = await wait_event(daemon, "digest_done", within=30)
         assert done["ranked_ahead"] >= 1, done
+        if done["used_model"] and done["method"] != "model":  # ranked (ahead), nothing new shown
+            assert done["model_skipped"] == "not_shown", done
         got = await _read(daemon)
         assert got["digests"] >= 1 and got["failed"] == 0, got
 
@@ -81,3 +93,34 @@ async def test_an_idle_model_reads_foldable_sections_ahead_once_each(tmp_path: P
 async def _when(got: Any, ok: Any) -> Any:
     value = await got
     return value if ok(value) else None
+
+
+async def test_reading_waits_for_a_quiet_queue(tmp_path: Path, model_path: str) -> None:
+    """The model reads only once the compaction queue has been quiet for READ_QUIET_S: no job
+    submitted, waiting or holding the model lane meanwhile (a daemon compacting for many agents
+    leaves its cores to them); `read_ahead_tokens = 0` turns reading off."""
+    engine = LlamaEngine(EngineSettings(model_path))
+
+    def make(sock: zmq.asyncio.Socket) -> Server:
+        return Server(sock, Config(), Summarizer(engine))
+
+    try:
+        async with serving(tmp_path, make) as served:
+            server = served.server
+            reader, sched = server.read_ahead, server.scheduler
+            await asyncio.sleep(READ_QUIET_S + 0.3)
+            assert reader.may_read(time.monotonic())
+            release = asyncio.Event()
+            sched.submit("a", release.wait)  # a job that holds the model lane until released
+            assert not reader.may_read(time.monotonic())
+            await asyncio.sleep(READ_QUIET_S + 0.3)
+            assert sched.model_busy and not reader.may_read(time.monotonic())
+            release.set()
+            await wait_until(lambda: not sched.running, 5, "the job ends")
+            assert not reader.may_read(time.monotonic())  # busy until a moment ago
+            await asyncio.sleep(READ_QUIET_S + 0.3)
+            assert reader.may_read(time.monotonic())
+            server.apply_config(replace(server.cfg, model=replace(server.cfg.model, read_ahead_tokens=0)))
+            assert not reader.may_read(time.monotonic())
+    finally:
+        engine.close()
