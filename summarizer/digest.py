@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 from summarizer import gist
 from summarizer.compress import Renderer, binary_like, head_tail, rankable
 from summarizer.engine import EngineSettings, Generation, LlamaEngine
-from summarizer.gguf import ModelError
+from summarizer.gguf import ModelError, ScoringUnsupported
 from summarizer.items import Gist, Item, Ranks
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
 from summarizer.logprobs import GenerationTimeout
@@ -326,7 +326,7 @@ class Summarizer:
         timeout = min(self.gist_budget_s, engine.settings.timeout_s) if timeout_s is None else timeout_s
         try:
             scoring = await engine.score(NEUTRAL_PREFIX, [text + "\n" for _, text in picked], timeout)
-        except GenerationTimeout:
+        except (GenerationTimeout, ScoringUnsupported):  # (not a failure of the model: its gists work)
             return None
         except (ModelError, RuntimeError, OSError, ValueError) as exc:
             self._failed(exc)
@@ -431,6 +431,8 @@ class Summarizer:
         timeout = min(self.gist_budget_s, engine.settings.timeout_s)
         try:
             scoring = await rank_sections(engine, sections, self.count, cap, timeout)
+        except ScoringUnsupported:  # the backend writes gists but cannot rank: not a failure
+            return 0, "scoring unsupported"
         except GenerationTimeout as exc:  # slow: this digest goes on without the model
             return 0, "deadline: " + self._failed(exc)
         except (ModelError, RuntimeError, OSError, ValueError) as exc:  # the backend failed

@@ -23,6 +23,11 @@ class ModelError(RuntimeError):
     """The model cannot be used (missing, unreadable, corrupt); the message names the path."""
 
 
+class ScoringUnsupported(ModelError):
+    """The backend cannot score lines (a remote server that gives no prompt log-probabilities, and no
+    local model to score instead): not a failure of the model, whose gists still work."""
+
+
 _silenced = False
 
 

@@ -27,7 +27,7 @@ import httpx
 
 from summarizer.backend import Backend
 from summarizer.engine import STOP_TEXT, EngineSettings, GenerateOptions, Generation, LlamaEngine
-from summarizer.gguf import ModelError
+from summarizer.gguf import ModelError, ScoringUnsupported
 from summarizer.logprobs import PieceScore, Scoring
 
 RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -215,6 +215,10 @@ class RemoteEngine:
                 self.scoring_unsupported = str(exc)
                 raise
         except RemoteError as exc:
+            if self.fallback is None and self.scoring_unsupported:
+                raise ScoringUnsupported(
+                    f"the remote server cannot score and there is no local model: {exc}"
+                ) from exc
             if self.fallback is None:
                 raise ModelError(f"remote scoring failed and no local model: {exc}") from exc
             self.counts["fallbacks"] += 1

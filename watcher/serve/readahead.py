@@ -43,6 +43,7 @@ READ_MIN_TOKENS: Final = 64  # smaller sections are shown whole in a digest: not
 READ_QUIET_S: Final = 1.0  # no job submitted, waiting or holding the model for this long: reading may start
 READ_SHARE: Final = 0.5  # reading takes at most this share of the time (a pause after each read)
 READ_TIMEOUT_S: Final = 10.0  # one section's read, at most
+READ_RETRY_S: Final = 30.0  # after a failed read, the next one waits this long
 AGENTS_TRIED: Final = 4  # agents looked at per round when the nearest has nothing left to read
 
 
@@ -55,6 +56,7 @@ class ReadAhead:
         self.seconds = 0.0  # the model's time reading
         self.preempted = 0  # reads a model job cut off
         self.failed = 0  # reads that timed out or failed (the section is tried again later)
+        self._task_failed = False  # the last read failed (timed out, or the backend cannot score)
         self._submitted = -1  # the scheduler's count of submitted jobs when last looked at
         self._quiet_since = time.monotonic()  # since when no job was submitted, waiting or in the model
         self.digests = 0  # digests that ranked sections from their reads
@@ -108,6 +110,8 @@ class ReadAhead:
             spent = time.monotonic() - t0
             if read:
                 pause = max(READ_EVERY_S, spent * (1 - READ_SHARE) / READ_SHARE)
+            elif self._task_failed:  # timed out, or the backend cannot score: not again at once
+                pause = READ_RETRY_S
 
     async def read(self, state: Session, section: Section) -> bool:
         """Read one section; its scores go to ``state.ranks``. False if it was not read (preempted,
@@ -118,6 +122,7 @@ class ReadAhead:
             summ.read_ahead(item, self.tokens_per_section(), READ_TIMEOUT_S), name=f"read-ahead-{state.agent}"
         )
         t0 = time.monotonic()
+        self._task_failed = False
         try:
             ranks = await task
         except asyncio.CancelledError:
@@ -127,6 +132,7 @@ class ReadAhead:
         finally:
             self._task = None
             self.seconds += time.monotonic() - t0
+        self._task_failed = ranks is None
         if ranks is None:
             self.failed += 1
             return False
