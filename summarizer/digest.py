@@ -107,6 +107,11 @@ def _pick_ahead(text: str, count: Callable[[str], int], max_tokens: int) -> list
     return pick_lines([Renderer(text, ref=AHEAD_REF)], count, max_tokens)[0]
 
 
+def _to_score(items: Sequence[Item]) -> list[Item]:
+    """The sections a digest's model job may score: not earlier digests, not those read ahead."""
+    return [it for it in items if it.kind != "digest" and it.ranks is None]
+
+
 def approx_tokens(text: str) -> int:
     """A conservative token estimate when no tokenizer is at hand (code runs ~3 chars/token)."""
     return len(text) // 3 + 1
@@ -226,7 +231,7 @@ class Summarizer:
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0
-        own = [i for i in items if i.kind != "digest" and i.ranks is None]  # (read ahead: ranked)
+        own = _to_score(items)
         if self.ranking == "logs":
             own = [i for i in own if rankable(i.text)]
         logs = sum(i.tokens for i in own)
@@ -419,7 +424,7 @@ class Summarizer:
             return 0, "scoring off"
         if cap <= 0:
             return 0, "deadline: no time to score"
-        own = [it for it in items if it.kind != "digest" and it.ranks is None]  # (read ahead: ranked)
+        own = _to_score(items)
         logs = [it.id for it in own if rankable(it.text) and renderers.of(it).plan is not None]
         others = [it for it in own if it.id in cut and it.id not in logs and self.ranking == "all"]
         others.sort(key=lambda it: -len(it.text))

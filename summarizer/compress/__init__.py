@@ -193,13 +193,10 @@ class Renderer:
     def best_line(self) -> str | None:
         """The line of `base()` the model ranked highest (None without ranks): what a section shown
         as one line shows instead of its first."""
-        if not self.ranks:
+        if self.plan is not None:  # (a log's ranks order the lines its rules leave, not one line)
             return None
-        lines = self.base().split("\n")
-        best = max(
-            (i for i in self.ranks if 0 <= i < len(lines)), key=lambda i: (self.ranks[i], -i), default=None
-        )
-        return None if best is None else lines[best]
+        ranked = self.ranked()
+        return ranked[0][1] if ranked else None
 
     def core_chars(self) -> int:
         """Characters the lines saying why a log or test run failed need (0 for other kinds)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from ipc.sections import Section, text_key
 from summarizer.items import Item, Ranks
@@ -44,6 +44,7 @@ READ_QUIET_S: Final = 1.0  # no job submitted, waiting or holding the model for 
 READ_SHARE: Final = 0.5  # reading takes at most this share of the time (a pause after each read)
 READ_TIMEOUT_S: Final = 10.0  # one section's read, at most
 READ_RETRY_S: Final = 30.0  # after a failed read, the next one waits this long
+Outcome = Literal["read", "preempted", "failed"]  # of one read (ReadAhead.read)
 AGENTS_TRIED: Final = 4  # agents looked at per round when the nearest has nothing left to read
 
 
@@ -56,7 +57,6 @@ class ReadAhead:
         self.seconds = 0.0  # the model's time reading
         self.preempted = 0  # reads a model job cut off
         self.failed = 0  # reads that timed out or failed (the section is tried again later)
-        self._task_failed = False  # the last read failed (timed out, or the backend cannot score)
         self._submitted = -1  # the scheduler's count of submitted jobs when last looked at
         self._quiet_since = time.monotonic()  # since when no job was submitted, waiting or in the model
         self.digests = 0  # digests that ranked sections from their reads
@@ -106,40 +106,38 @@ class ReadAhead:
                 continue
             state, section = picked
             t0 = time.monotonic()
-            read = await self.read(state, section)
+            outcome = await self.read(state, section)
             spent = time.monotonic() - t0
-            if read:
+            if outcome == "read":
                 pause = max(READ_EVERY_S, spent * (1 - READ_SHARE) / READ_SHARE)
-            elif self._task_failed:  # timed out, or the backend cannot score: not again at once
+            elif outcome == "failed":  # timed out, or the backend cannot score: not again at once
                 pause = READ_RETRY_S
 
-    async def read(self, state: Session, section: Section) -> bool:
-        """Read one section; its scores go to ``state.ranks``. False if it was not read (preempted,
-        failed, or the model is not usable)."""
+    async def read(self, state: Session, section: Section) -> Outcome:
+        """Read one section; its scores go to ``state.ranks``: "read", or "preempted" by a model job,
+        or "failed" (timed out, the backend cannot score, or the model is not usable)."""
         summ = self.hub.summarizer
         item = Item(section.id, section.kind, section.text, section.tokens)
         task = self._task = asyncio.create_task(
             summ.read_ahead(item, self.tokens_per_section(), READ_TIMEOUT_S), name=f"read-ahead-{state.agent}"
         )
         t0 = time.monotonic()
-        self._task_failed = False
         try:
             ranks = await task
         except asyncio.CancelledError:
             if task.cancelled() and not _cancelling():  # preempted by a model job, not our own cancel
-                return False
+                return "preempted"
             raise
         finally:
             self._task = None
             self.seconds += time.monotonic() - t0
-        self._task_failed = ranks is None
         if ranks is None:
             self.failed += 1
-            return False
+            return "failed"
         state.ranks[section.id] = (text_key(section), ranks)
         self.sections += 1
         self.tokens += section.tokens
-        return True
+        return "read"
 
     def next_section(self) -> tuple[Session, Section] | None:
         """The oldest foldable section not read yet of the agent nearest its high watermark (of those

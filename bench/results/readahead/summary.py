@@ -13,23 +13,13 @@ import argparse
 import json
 import re
 import statistics
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-
-def events(path: Path, name: str) -> list[dict[str, Any]]:
-    out = []
-    if not path.exists():
-        return out
-    with path.open(errors="replace") as f:
-        for line in f:
-            if f'"event": "{name}"' in line:
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # bench/
+from share_report import events  # one reader of the daemon's log events
 
 
 def round_of(agent: str) -> int:
@@ -45,11 +35,11 @@ def med(xs: list[float]) -> str:
 def arm(out: Path, name: str) -> dict[str, Any]:
     data = json.loads((out / f"replay-{name}.json").read_text())
     rounds = data.get("rounds") or [{p: v["aggregate"] for p, v in data["policies"].items()}]
-    done = events(out / f"daemon-{name}-optimistic.log", "digest_done")
+    done = events(str(out / f"daemon-{name}-optimistic.log"), "digest_done")
     per: list[dict[str, Any]] = []
     for r, agg in enumerate(rounds, 1):
         opt = agg["optimistic"]
-        rec = agg.get("recency") or {  # an optimistic-only run (ab_opt.sh)
+        rec = agg.get("recency") or {  # an optimistic-only run (POLICIES=optimistic)
             "regret": 0.0,
             "needed_fact_retention": None,
             "stall_ms_p99": None,
