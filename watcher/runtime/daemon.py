@@ -170,7 +170,7 @@ class Daemon:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
-        log.info("stopping")
+        log.info("stopping", **(self.server.totals() if self.server is not None else {}))
         self.notifier.stopping()
         linger_ms = 0
         if self.server is not None:

@@ -10,12 +10,16 @@ can be read at any time before the digest: here, while the queue is quiet (no jo
 lane, none waits, none was submitted for :data:`READ_QUIET_S`: a loaded daemon's cores go to its
 compactions and its agents first), one section at a time.
 
-What is read: the foldable sections (not fixed anchors, not in the freshest turns: what the planner
-may fold) of at least :data:`READ_MIN_TOKENS`, oldest first, of the agent whose context is nearest
-its high watermark (at least :data:`READ_FROM` of it), each once (keyed by its text: a replaced
-section is read again). The scores go with the section into any digest of a region holding it
-(``Item.ranks``, watcher.serve.jobs.items_of), model job or deterministic one in the digest worker:
-the model's choice of lines without the model's time.
+What is read: the foldable sections (what the planner may fold, watcher.planning.planner.anchor_mask:
+not anchors, not in the freshest turns unless too large to stay there) of at least
+:data:`READ_MIN_TOKENS`, each once (keyed by its text: a replaced section is read again), of the
+agents whose context holds at least :data:`READ_FROM` of their high watermark. The model reads a few
+hundred tokens a second, and agents at a brisk pace bring more than that, so its reads are spread:
+each read goes to the agent (of the :data:`AGENTS_TRIED` nearest their high watermark) whose next
+region holds the fewest sections read, and there to the largest unread section. The scores go with
+the section into any digest of a region holding it (``Item.ranks``, watcher.serve.jobs.items_of),
+model job or deterministic one in the digest worker: the model's choice of lines without the
+model's time.
 
 A model job preempts a read in progress (:meth:`ReadAhead.preempt`: the engine stops at its next
 batch), and reading takes at most :data:`READ_SHARE` of the time (it pauses as long as it read, at
@@ -25,13 +29,14 @@ batch), and reading takes at most :data:`READ_SHARE` of the time (it pauses as l
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from typing import Any, Final, Literal
 
 from ipc.sections import Section, text_key
 from summarizer.items import Item, Ranks
 from watcher.observe import logs
-from watcher.planning.planner import fresh_start, is_fixed_anchor
+from watcher.planning.planner import anchor_mask, oversize_limit
 from watcher.serve.hub import Hub
 from watcher.serve.session import Session
 
@@ -45,7 +50,7 @@ READ_SHARE: Final = 0.5  # reading takes at most this share of the time (a pause
 READ_TIMEOUT_S: Final = 10.0  # one section's read, at most
 READ_RETRY_S: Final = 30.0  # after a failed read, the next one waits this long
 Outcome = Literal["read", "preempted", "failed"]  # of one read (ReadAhead.read)
-AGENTS_TRIED: Final = 4  # agents looked at per round when the nearest has nothing left to read
+AGENTS_TRIED: Final = 4  # agents looked at for each read, the nearest their high watermark
 
 
 class ReadAhead:
@@ -140,8 +145,9 @@ class ReadAhead:
         return "read"
 
     def next_section(self) -> tuple[Session, Section] | None:
-        """The oldest foldable section not read yet of the agent nearest its high watermark (of those
-        with one; at most AGENTS_TRIED looked at)."""
+        """What to read next: of the agents nearest their high watermark (at most AGENTS_TRIED), the
+        one whose next region holds the fewest sections read so far (the nearest first on a tie),
+        and of that region its largest unread section (:meth:`_unread`)."""
         near: list[tuple[float, Session]] = []
         for state in self.hub.agents.values():
             if state.policy != "auto" or not state.planner.plans_ahead or not state.synced:
@@ -154,26 +160,49 @@ class ReadAhead:
             if high > 0 and state.ctx.tokens >= READ_FROM * high:
                 near.append((state.ctx.tokens / high, state))
         near.sort(key=lambda x: -x[0])
-        for _, state in near[:AGENTS_TRIED]:
-            section = self._unread(state)
-            if section is not None:
-                return state, section
-            state.read_through = state.ctx.version
-        return None
+        best: tuple[tuple[float, int], Session, Section] | None = None
+        for rank, (_, state) in enumerate(near[:AGENTS_TRIED]):
+            unread = self._unread(state)
+            if unread is None:
+                state.read_through = state.ctx.version
+                continue
+            read, section = unread
+            if best is None or (read, rank) < best[0]:
+                best = ((read, rank), state, section)
+        return None if best is None else (best[1], best[2])
 
-    def _unread(self, state: Session) -> Section | None:
+    def _unread(self, state: Session) -> tuple[float, Section] | None:
+        """(sections read in the agent's next region, what to read there next), or None if nothing
+        is left. The next region: the oldest foldable sections, as many tokens as a plan at the high
+        watermark folds (the gap down to the low one, and a sixth more for its digest; a plan
+        favours old regions: watcher.planning.planner). Its largest unread section goes first: the
+        larger a section, the more of it a digest cuts, so the more the model's choice of its lines
+        weighs; and one read in each of several regions gives more digests the model's choice than
+        all of one. Past the region (read whole: ``inf`` read), the oldest unread section."""
         sections = list(state.ctx)
         if len(state.ranks) > len(sections):  # folded sections' scores: forget them
             held = {s.id for s in sections}
             state.ranks = {sid: r for sid, r in state.ranks.items() if sid in held}
-        end = fresh_start(sections, self.hub.cfg.compaction.fresh_turns)
-        for s in sections[:end]:
-            if s.tokens < READ_MIN_TOKENS or is_fixed_anchor(s):
+        anchors = anchor_mask(sections, self.hub.cfg.compaction.fresh_turns, oversize_limit(state.marks))
+        room = (state.marks.high - state.marks.low) * 6 // 5  # the next region: the gap and its digest
+        read, largest, later = 0, None, None
+        for s, anchored in zip(sections, anchors, strict=True):
+            if anchored:
+                continue
+            inside, room = room > 0, room - s.tokens
+            if s.tokens < READ_MIN_TOKENS:
                 continue
             known = state.ranks.get(s.id)
-            if known is None or known[0] != text_key(s):
-                return s
-        return None
+            if known is not None and known[0] == text_key(s):
+                read += inside
+            elif inside:
+                largest = s if largest is None or s.tokens > largest.tokens else largest
+            elif later is None:
+                later = s
+                break
+        if largest is not None:
+            return read, largest
+        return None if later is None else (math.inf, later)
 
     def stats(self) -> dict[str, Any]:
         """STATUS ``daemon.read_ahead``."""

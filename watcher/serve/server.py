@@ -281,6 +281,11 @@ class Server:
         """STATUS's ``daemon`` gets a field ``name``, read by ``get()`` at each request."""
         self._status_extra[name] = get
 
+    def totals(self) -> dict[str, Any]:
+        """What the model did over the daemon's life (STATUS fields), for its last log line."""
+        names = ("read_ahead", "digest_methods", "model_cost")
+        return {n: v for n in names if (get := self._status_extra.get(n)) and (v := get()) is not None}
+
     def emit(self, kind: str, agent: str | None, **fields: Any) -> None:
         """Tell the listeners what happened; a failing listener never reaches the serving loop."""
         for listener in self._listeners:

@@ -2,7 +2,8 @@
 replay JSON (per round: regret of optimistic and recency and their ratio, NFR, stalls, overflows,
 canaries) and from the optimistic daemon's own log (each digest once, by ``digest_done``, split into
 rounds by the replay's agent names: ``name``, ``name#2``, ``name#3``): digests, the model's share,
-why the rest were not the model's, and the digests ranked from reads ahead.
+why the rest were not the model's, and the digests ranked from reads ahead; and the daemon's
+reading over its life (its ``stopping`` log line).
 
 python3 bench/results/readahead/summary.py OUT [--json FILE]
 """
@@ -15,6 +16,7 @@ import re
 import statistics
 import sys
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +75,24 @@ def arm(out: Path, name: str) -> dict[str, Any]:
                 "json_model_share": opt["digest_methods"]["model_share"],
             }
         )
-    return {"rounds": per}
+    return {"rounds": per, "read_ahead": reading(out / f"daemon-{name}-optimistic.log")}
+
+
+def reading(log: Path) -> dict[str, Any] | None:
+    """The daemon's read-ahead over its whole life (its ``stopping`` line, all rounds), and the
+    share of the wall time, from ``ready`` to ``stopping``, that the model spent reading."""
+    ready, stopping = events(str(log), "ready"), events(str(log), "stopping")
+    if not ready or not stopping or "read_ahead" not in stopping[-1]:
+        return None
+    totals = dict(stopping[-1]["read_ahead"])
+    wall = (stamp(stopping[-1]) - stamp(ready[0])).total_seconds()
+    totals["wall_s"] = round(wall, 1)
+    totals["reading_share"] = round(totals["seconds"] / wall, 3) if wall > 0 else None
+    return totals
+
+
+def stamp(event: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(event["timestamp"]).replace("Z", "+00:00"))
 
 
 def main() -> None:
@@ -92,6 +111,7 @@ def main() -> None:
         keys = ("ratio", "model_share", "nfr_optimistic", "nfr_recency", "regret_optimistic")
         for key in keys:
             print(f"  {key}: {med([r[key] for r in rs if r[key] is not None])}")
+        print(f"  read_ahead: {a['read_ahead']}")
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 

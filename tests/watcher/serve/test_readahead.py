@@ -13,7 +13,7 @@ from typing import Any
 import zmq.asyncio
 
 from ipc.client import AgentLink
-from ipc.sections import Section
+from ipc.sections import Section, text_key
 from summarizer.digest import Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.tokenizer import load_counter
@@ -124,3 +124,57 @@ async def test_reading_waits_for_a_quiet_queue(tmp_path: Path, model_path: str) 
             assert not reader.may_read(time.monotonic())
     finally:
         engine.close()
+
+
+async def test_reads_are_spread_over_the_next_regions_largest_section_first(tmp_path: Path) -> None:
+    """Each read goes to the agent (of those nearest their high watermark) whose next region holds
+    the fewest sections read, nearest first on a tie, and there to the largest unread section;
+    past the next region, the oldest. A fresh section too large to stay is read too. (The reader's
+    choice only: no model is needed.)"""
+
+    def make(sock: zmq.asyncio.Socket) -> Server:
+        return Server(sock, Config(), Summarizer(None))
+
+    def turn(agent: str, k: int, size: int) -> list[Section]:
+        out = "\n".join(f"{agent} line {k}.{i} " + "x" * 30 for i in range(size // 12))
+        g = f"{agent}{k}"
+        return [
+            Section(f"{g}c", "tool_call", f"run {k}", role="assistant", tokens=4, group=g),
+            Section(f"{g}r", "tool_result", out, role="tool", tokens=size, group=g),
+        ]
+
+    budget = 20000  # high 17 000, low 14 000: a next region of the oldest ~3 600 tokens
+    # near: 13 636 tokens (0.80 of high), far: 10 532 (0.62), both under the trigger; the freshest four
+    # turns are not foldable (never read), but for far's first: 1 600 tokens, too large to stay
+    # (over half the gap between the watermarks), the planner may fold it
+    near_sizes = [900, 2000, 700, 3000, 3000] + [1000] * FRESH
+    far_sizes = [1500, 600, 800, 3000, 1600] + [1000] * (FRESH - 1)
+    async with serving(tmp_path, make) as served:
+        reader = served.server.read_ahead
+        async with (
+            AgentLink(served.endpoint, agent="near", budget=budget, zmq_context=served.ctx) as near,
+            AgentLink(served.endpoint, agent="far", budget=budget, zmq_context=served.ctx) as far,
+        ):
+            for link, sizes in ((near, near_sizes), (far, far_sizes)):
+                turns = [s for k, n in enumerate(sizes) for s in turn(link.agent, k, n)]
+                await link.append(*turns, wait=True)
+            picks: list[str] = []
+            for _ in range(10):
+                picked = reader.next_section()
+                assert picked is not None
+                state, section = picked
+                picks.append(section.id)
+                state.ranks[section.id] = (text_key(section), ())  # as a read would leave it
+            assert reader.next_section() is None  # all foldable sections are read
+    assert picks == [
+        "near1r",  # near's next region is its r0, r1, r2 (the one that crosses 3 600 tokens is in)
+        "far3r",  # far has none read in its next region, r0 to r3: its largest
+        "near0r",  # a tie (one read each): the nearest; its next largest
+        "far0r",
+        "near2r",
+        "far2r",  # near's next region is read whole: far's goes first
+        "far1r",
+        "near3r",  # both next regions read whole: past them, the oldest unread
+        "near4r",
+        "far4r",  # fresh, but too large to stay
+    ]
