@@ -197,7 +197,8 @@ class ModelConfig:
         rule=rules.at_least(0),
         doc="Most tokens the model reads per section ahead of its digest: while the compaction queue is"
         " quiet (no job holds the model, waits, or was submitted for a second), it ranks the lines of"
-        " the foldable sections of the agent nearest its high watermark, oldest first, so that their"
+        " the foldable sections of the agents nearest their high watermark, spread over their next"
+        " regions (the largest section of the region with the fewest read first), so that their"
         " digests show the model's choice of lines without waiting for it (a deterministic digest too)."
         " At most half the time; a model job stops a read at once. 0 = off (only digest jobs use the"
         ' model). See docs/ARCHITECTURE.md, "Reading ahead".',

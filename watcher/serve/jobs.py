@@ -42,6 +42,7 @@ from watcher.store.crashpoints import crashpoint
 log = logs.get("compactd.server")
 
 PLAN_ATTEMPTS = 3  # plans in a thread on a snapshot the mirror changed under, before one on the loop
+LANE_WAIT_MAX_S = 10.0  # a job whose model lane was busy waits for it this long at most (wait_for_lane)
 
 
 def items_of(state: Session, p: Plan) -> list[Item]:
@@ -183,6 +184,45 @@ class Jobs:
             hub.read_ahead.preempt()  # the engine is this job's now
             return chosen, ""
         return chosen, "busy"
+
+    async def wait_for_lane(self, state: Session, p: Planned, det: Summarizer) -> tuple[Summarizer, str]:
+        """A job that found the model lane held by another job waits for it, for as long as its own
+        model job would still be ready before the model's limit (:meth:`lane_wait_s`), rather than
+        digest without the model at once: with four agents at a turn every 2 s, one digest in ten
+        went without the model this way (``busy``) while its agent had seconds to spare. Once it
+        has the lane, the job is sized again for the time left (:meth:`model_in_time`); no time
+        left: the lane goes back and the job digests deterministically (``det``), still ``busy``.
+        A turn that takes the context to the model's limit ends the wait (``Session.hurry``)."""
+        hub, sched = self.hub, self.hub.scheduler
+        if not isinstance(p, Plan) or not self.budgets_model(state) or state.job_level >= DETERMINISTIC:
+            return det, "busy"
+        wait = self.lane_wait_s(state)
+        if wait <= 0:
+            return det, "busy"
+        # a turn that takes the context to the model's limit meanwhile ends the wait (maybe_compact)
+        hurry = state.hurry = asyncio.Event()
+        state.hurry_at = self.model_limit(state)
+        try:
+            won = await sched.wait_model(wait, hurry)
+        finally:
+            state.hurry = None
+        if not won:
+            return det, "busy"
+        if hub.agents.get(state.agent) is not state or not self.model_in_time(state, p):
+            return sched.deterministic(hub.summarizer), "busy"
+        sched.took_model()
+        hub.read_ahead.preempt()  # the engine is this job's now
+        return hub.summarizer, ""
+
+    def lane_wait_s(self, state: Session) -> float:
+        """How long a job may wait for the model lane: the seconds until its context reaches the
+        model's limit at the agent's pace, less its model job's expected time (as measured:
+        watcher.serve.modelcost; none measured yet: no wait), at most :data:`LANE_WAIT_MAX_S`."""
+        expect = self.cost.expect(state.model_input)
+        if expect is None:
+            return 0.0
+        left = state.lookahead.seconds_until(state.ctx.tokens, self.model_limit(state))
+        return min(LANE_WAIT_MAX_S, left - expect)
 
     def budgets_model(self, state: Session) -> bool:
         """Is the model's time budgeted (and a late model cut off) for this agent's jobs? With the
@@ -397,6 +437,8 @@ class Jobs:
         state.model_input = 0
         state.model_tokens = None
         summarizer, why = self.summarizer_for(state, p)  # model or not: chosen before the first await
+        if why == "busy":  # unless the job has time to wait for the model lane
+            summarizer, why = await self.wait_for_lane(state, p, summarizer)
         used_model = summarizer is hub.summarizer and hub.summarizer.engine is not None
         pending: Pending | None = None
         try:

@@ -29,7 +29,8 @@ Two lanes. A gist costs the model seconds, a deterministic digest milliseconds:
   makes a queue of agents wait for it. The lane is chosen when the job starts, before its first
   await (no loop turn decides it); the job then asks ``pick`` for its summarizer (the real one in
   the model lane), or gives the lane back (``deterministic``) when a model digest would come
-  too late;
+  too late. A job that found the lane held may wait for it while its own deadline allows
+  (``wait_model``: one such job at a time; it has the lane next);
 * every other job digests deterministically, with the same token counting, in a worker process
   (watcher.serve.digestpool: the event loop keeps serving frames meanwhile), beside the job in the
   model lane; :data:`DETERMINISTIC_LANES` of them at once, so that one plans on the loop while
@@ -84,7 +85,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from summarizer.digest import Summarizer
 from watcher.observe import logs
@@ -182,6 +183,9 @@ class FairScheduler:
         self._express: set[asyncio.Task[None]] = set()  # cheap jobs run outside the lanes
         self._held: dict[str, None] = {}  # for an express lane, in line order: not started in a normal one
         self._model: asyncio.Task[None] | None = None  # the job in the model lane
+        self._heir: tuple[asyncio.Task[None], asyncio.Future[None]] | None = None  # waits for the lane
+        self.lane_waits = 0  # running jobs that waited for the model lane (wait_model) ...
+        self.lane_waits_won = 0  # ... and got it in time
         self.submitted = 0
         self.coalesced = 0  # submits that replaced a waiting job of the same agent
         self.served = 0
@@ -243,6 +247,8 @@ class FairScheduler:
         self._jobs[key] = _Slot(job, time.monotonic(), deadline, cheap)
         self._joined.append(key)
         self.max_depth = max(self.max_depth, len(self._jobs))
+        if self._heir is not None and len(self._jobs) > MODEL_MAX_WAITING:
+            self._disinherit()  # the queue grows: the job waiting for the model lane goes without it
         self._wake.set()
         self._changed.set()  # a worker waiting for a lane looks at the queue again (express)
         if self._worker is None or self._worker.done():
@@ -251,7 +257,8 @@ class FairScheduler:
     def pick(self, summarizer: Summarizer) -> Summarizer:
         """The summarizer for the job running now: ``summarizer`` itself if the job was given the
         model lane when it started, else a deterministic one whose digests run in the worker
-        process (and the lane, if it held it, goes back: a daemon whose model is gone)."""
+        process (and the lane, if it held it, goes back: a daemon whose model is gone). A job the
+        lane was busy for may still wait for it (:meth:`wait_model`)."""
         if summarizer.engine is not None:
             if self.holds_model():
                 self.model_jobs += 1
@@ -267,8 +274,66 @@ class FairScheduler:
         """A deterministic summarizer for the job running now; it gives back the model lane if it
         held it (its digest must be ready sooner than the model's would be)."""
         if self.holds_model():
-            self._model = None
+            self._free_model()
         return self.pool.summarizer(summarizer)
+
+    async def wait_model(self, within: float, until: asyncio.Event | None = None) -> bool:
+        """The job running now, which ``pick`` gave no model lane (another job held it), waits for
+        that lane up to ``within`` seconds, or until ``until`` is set: True if it holds it now
+        (:meth:`took_model` then counts its job as a model job). Only one job waits at a time, and
+        only while at most MODEL_MAX_WAITING jobs wait in the queue (the lane's rule when a job
+        starts): a second one, or a long queue, gets False at once, and the wait ends without the
+        lane when the queue grows past that meanwhile. The lane goes to the waiting job when its
+        holder ends or gives it back, before any job that starts meanwhile."""
+        task = cast("asyncio.Task[None] | None", asyncio.current_task())
+        if task is None or task not in self._running or task is self._model or within <= 0:
+            return False
+        if self._heir is not None or self.depth > MODEL_MAX_WAITING or not self._has_model():
+            return False
+        self.lane_waits += 1
+        if self._model is None:
+            self._model = task
+        else:
+            heir: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._heir = (task, heir)
+            waits: list[asyncio.Future[Any]] = [heir]
+            stop = asyncio.create_task(until.wait()) if until is not None else None
+            if stop is not None:
+                waits.append(stop)
+            try:  # (asyncio.wait cancels neither on its timeout)
+                await asyncio.wait(waits, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if stop is not None:
+                    stop.cancel()
+                if self._heir is not None and self._heir[1] is heir:
+                    self._heir = None
+            if self._model is not task:
+                return False
+        self.lane_waits_won += 1
+        return True
+
+    def took_model(self) -> None:
+        """A job that ``pick`` counted as skipping the model runs with it after all (wait_model)."""
+        self.model_jobs += 1
+        self.model_skipped -= 1
+
+    def _disinherit(self) -> None:
+        """The job waiting for the model lane stops waiting, without it (wait_model returns False)."""
+        if self._heir is not None:
+            _, heir = self._heir
+            self._heir = None
+            if not heir.done():
+                heir.set_result(None)
+
+    def _free_model(self) -> None:
+        """The model lane's job ends or gives the lane back: to the job waiting for it, if any."""
+        self._model = None
+        if self._heir is not None:
+            task, heir = self._heir
+            self._heir = None
+            if not task.done() and not heir.done():
+                self._model = task
+                heir.set_result(None)
 
     def discard(self, key: str) -> bool:
         """Forget an agent's waiting job (it detached); True if there was one."""
@@ -446,7 +511,8 @@ class FairScheduler:
             if self._backlog:  # jobs waited since the last start: the pace at which the lanes take them
                 self.start_gap_s = _ewma(self.start_gap_s, now - self._last_start)
             self._last_start, self._backlog = now, bool(self._jobs)
-            if self._model is None and self.depth <= MODEL_MAX_WAITING and self._has_model():
+            lane_free = self._model is None and self._heir is None  # (a waiting job has it next)
+            if lane_free and self.depth <= MODEL_MAX_WAITING and self._has_model():
                 self._model = task  # its lane is chosen now, before the job's first await
 
     def _start(self, key: str, job: Job, wait: float, express: bool = False) -> asyncio.Task[None]:
@@ -487,7 +553,7 @@ class FairScheduler:
             if len(self._not_before) > 2 * (len(self._jobs) + len(self._running)) + 64:
                 self._not_before = {k: t for k, t in self._not_before.items() if t > now}
         if task is self._model:
-            self._model = None
+            self._free_model()
         self.served += 1
         self._changed.set()
         if key is not None and (deferred := self._deferred.pop(key, None)) is not None:
@@ -533,6 +599,8 @@ class FairScheduler:
             "expedited": self.expedited,
             "model_jobs": self.model_jobs,
             "model_skipped": self.model_skipped,
+            "lane_waits": self.lane_waits,
+            "lane_waits_won": self.lane_waits_won,
             "digests_in_worker": self.pool.remote,
             "digests_on_loop": self.pool.local,
             "digests_refitted": self.pool.refits,

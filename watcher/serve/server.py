@@ -282,8 +282,9 @@ class Server:
         self._status_extra[name] = get
 
     def totals(self) -> dict[str, Any]:
-        """What the model did over the daemon's life (STATUS fields), for its last log line."""
-        names = ("read_ahead", "digest_methods", "model_cost")
+        """What the model and the queue did over the daemon's life (STATUS fields), for its last
+        log line."""
+        names = ("read_ahead", "digest_methods", "model_cost", "compaction_queue")
         return {n: v for n in names if (get := self._status_extra.get(n)) and (v := get()) is not None}
 
     def emit(self, kind: str, agent: str | None, **fields: Any) -> None:

@@ -37,7 +37,13 @@ def med(xs: list[float]) -> str:
 def arm(out: Path, name: str) -> dict[str, Any]:
     data = json.loads((out / f"replay-{name}.json").read_text())
     rounds = data.get("rounds") or [{p: v["aggregate"] for p, v in data["policies"].items()}]
-    done = events(str(out / f"daemon-{name}-optimistic.log"), "digest_done")
+    log = str(out / f"daemon-{name}-optimistic.log")
+    done = events(log, "digest_done")
+    st = data["settings"]
+    high = int(st["budget"] * (1 - st["reserve"]))
+    jumped = over_high_at_plan(log, high)
+    for n, d in enumerate(done):
+        d["_jumped"] = n in jumped
     per: list[dict[str, Any]] = []
     for r, agg in enumerate(rounds, 1):
         opt = agg["optimistic"]
@@ -71,11 +77,38 @@ def arm(out: Path, name: str) -> dict[str, Any]:
                     1 for d in mine if d["method"] == "model" and not d["used_model"]
                 ),
                 "model_jobs": sum(1 for d in mine if d["used_model"]),
+                "over_high_at_plan": sum(1 for d in mine if d["_jumped"]),
+                "not_model_over_high_at_plan": sum(d["_jumped"] and d["method"] != "model" for d in mine),
                 "not_model": dict(reasons.most_common()),
                 "json_model_share": opt["digest_methods"]["model_share"],
             }
         )
     return {"rounds": per, "read_ahead": reading(out / f"daemon-{name}-optimistic.log")}
+
+
+def over_high_at_plan(log: str, high: int) -> set[int]:
+    """Which ``digest_done`` events (n: the n-th in the log) belong to compactions planned with the
+    context already over the high watermark: a turn jumped past it (a huge tool output), so no
+    model time was left. Each digest is paired with its agent's last ``compaction_planned`` before
+    it (one job per agent at a time)."""
+    last: dict[str, int] = {}
+    out: set[int] = set()
+    n = 0
+    with open(log, errors="replace") as f:
+        for line in f:
+            if '"event": "compaction_planned"' in line or '"event": "digest_done"' in line:
+                try:
+                    d = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                agent = str(d.get("agent", ""))
+                if d["event"] == "compaction_planned":
+                    last[agent] = int(d.get("tokens", 0))
+                else:
+                    if last.get(agent, 0) > high:
+                        out.add(n)
+                    n += 1
+    return out
 
 
 def reading(log: Path) -> dict[str, Any] | None:

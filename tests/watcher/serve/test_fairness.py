@@ -246,3 +246,112 @@ async def test_without_a_model_no_job_holds_the_model_lane() -> None:
     await asyncio.wait_for(done.wait(), 5)
     assert held == [False] and sched.model_jobs == 0
     await sched.close()
+
+
+async def test_a_job_the_lane_was_busy_for_waits_for_it_and_goes_before_new_jobs() -> None:
+    """A job that started while another held the model lane waits for it (wait_model): it gets the
+    lane when the holder ends, before a job that starts meanwhile; a second job cannot wait beside
+    it (False at once)."""
+    sched = FairScheduler()
+    gates = {k: asyncio.Event() for k in ("holder", "heir", "other", "late")}
+    ready = {k: asyncio.Event() for k in gates}  # the job knows its lane
+    lane: dict[str, bool] = {}
+
+    def job(key: str, wait: float | None = None) -> Job:
+        async def run() -> None:
+            lane[key] = sched.holds_model()
+            if wait is not None:
+                lane[key] = await sched.wait_model(wait)
+            ready[key].set()
+            await gates[key].wait()
+
+        return run
+
+    sched.submit("holder", job("holder"))
+    await asyncio.wait_for(ready["holder"].wait(), 5)
+    sched.submit("heir", job("heir", wait=5.0))
+    await wait_until(lambda: sched.lane_waits == 1, 5, "the heir waits")
+    sched.submit("other", job("other", wait=5.0))
+    await asyncio.wait_for(ready["other"].wait(), 5)
+    assert lane == {"holder": True, "heir": False, "other": False} and sched.lane_waits == 1
+    gates["other"].set()
+    gates["holder"].set()  # the holder ends: the lane goes to the job waiting for it
+    await asyncio.wait_for(ready["heir"].wait(), 5)
+    assert lane["heir"] is True and sched.model_busy and sched.lane_waits_won == 1
+    sched.submit("late", job("late"))  # a job that starts now finds the lane held by the heir
+    await asyncio.wait_for(ready["late"].wait(), 5)
+    assert lane["late"] is False
+    gates["heir"].set()
+    gates["late"].set()
+    await wait_until(lambda: not sched.running, 5, "all ended")
+    assert not sched.model_busy
+    await sched.close()
+
+
+async def test_a_wait_for_the_lane_that_runs_out_or_is_called_off_ends_without_it() -> None:
+    """A wait ends without the lane when its time runs out, or when its ``until`` event is set (the
+    agent's context reached the model's limit meanwhile); the lane stays free for the next job."""
+    sched = FairScheduler()
+    gate, held, off = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    result: list[bool] = []
+
+    async def holder() -> None:
+        held.set()
+        await gate.wait()
+
+    async def heir() -> None:
+        result.append(await sched.wait_model(0.2))
+
+    async def called_off() -> None:
+        result.append(await sched.wait_model(30.0, off))
+
+    async def later() -> None:
+        result.append(sched.holds_model())
+
+    sched.submit("holder", holder)
+    await asyncio.wait_for(held.wait(), 5)
+    sched.submit("heir", heir)
+    await wait_until(lambda: bool(result), 5, "the wait runs out")
+    assert result == [False] and sched.model_busy and sched.lane_waits_won == 0
+    sched.submit("off", called_off)
+    await wait_until(lambda: sched.lane_waits == 2, 5, "the second wait")
+    off.set()
+    await wait_until(lambda: len(result) == 2, 5, "the wait called off")
+    assert result == [False, False] and sched.model_busy
+    gate.set()
+    await wait_until(lambda: not sched.running, 5, "the holder ends")
+    assert not sched.model_busy, "nobody waits for it now: the lane is free"
+    sched.submit("later", later)
+    await wait_until(lambda: len(result) == 3, 5, "the next job")
+    assert result == [False, False, True]
+    await sched.close()
+
+
+async def test_the_wait_for_the_lane_ends_when_the_queue_grows() -> None:
+    """While a job waits for the model lane, more than MODEL_MAX_WAITING jobs joining the queue end
+    its wait without the lane (the lane's own rule: a queue of agents never waits for the model)."""
+    sched = FairScheduler()
+    gate = asyncio.Event()
+    result: list[bool] = []
+    held = asyncio.Event()
+
+    async def holder() -> None:
+        held.set()
+        await gate.wait()
+
+    async def heir() -> None:
+        result.append(await sched.wait_model(30.0))
+
+    sched.submit("holder", holder)
+    await asyncio.wait_for(held.wait(), 5)
+    sched.submit("heir", heir)
+    await wait_until(lambda: sched.lane_waits == 1, 5, "the heir waits")
+    # both deterministic lanes are taken (the heir's and a blocked job's): the others queue
+    sched.submit("busy", gate.wait)
+    for k in range(MODEL_MAX_WAITING + 1):
+        sched.submit(f"q{k}", gate.wait)
+    await wait_until(lambda: bool(result), 5, "the heir gives up")
+    assert result == [False] and sched.model_busy  # the holder still has it
+    gate.set()
+    await wait_until(lambda: not sched.running and not sched.depth, 5, "all ended")
+    await sched.close()

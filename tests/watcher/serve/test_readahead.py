@@ -17,7 +17,7 @@ from ipc.sections import Section, text_key
 from summarizer.digest import Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.tokenizer import load_counter
-from tests.fixtures.daemon import status, wait_event, wait_until
+from tests.fixtures.daemon import log_events, status, wait_event, wait_until
 from tests.fixtures.server import serving
 from watcher.config.settings import Config
 from watcher.eval.harness import DaemonProcess, running_daemon
@@ -88,6 +88,11 @@ async def test_an_idle_model_reads_foldable_sections_ahead_once_each(tmp_path: P
             assert done["model_skipped"] == "not_shown", done
         got = await _read(daemon)
         assert got["digests"] >= 1 and got["failed"] == 0, got
+    # the daemon's last lines say what the model did over its life
+    (stopping,) = log_events(daemon, "stopping")
+    assert stopping["read_ahead"]["sections"] >= foldable + 2, stopping
+    assert stopping["digest_methods"]["model"] + stopping["digest_methods"]["deterministic"] >= 1, stopping
+    assert stopping["compaction_queue"]["served"] >= 1, stopping
 
 
 async def _when(got: Any, ok: Any) -> Any:
