@@ -36,7 +36,7 @@ from watcher.serve.hub import Hub
 from watcher.serve.modelcost import MIN_MODEL_TOKENS, ModelCost
 from watcher.serve.modelrun import digest_in_time
 from watcher.serve.scheduler import DETERMINISTIC_LANES, Fallback
-from watcher.serve.session import Pending, Session, prepare_plan, ranks_of
+from watcher.serve.session import Pending, Session, hurry_at, prepare_plan, ranks_of
 from watcher.store.crashpoints import crashpoint
 
 log = logs.get("compactd.server")
@@ -199,13 +199,8 @@ class Jobs:
         wait = self.lane_wait_s(state)
         if wait <= 0:
             return det, "busy"
-        # a turn that takes the context to the model's limit meanwhile ends the wait (maybe_compact)
-        hurry = state.hurry = asyncio.Event()
-        state.hurry_at = self.model_limit(state)
-        try:
+        with hurry_at(state, self.model_limit(state)) as hurry:  # a turn to the limit ends the wait
             won = await sched.wait_model(wait, hurry)
-        finally:
-            state.hurry = None
         if not won:
             return det, "busy"
         if hub.agents.get(state.agent) is not state or not self.model_in_time(state, p):

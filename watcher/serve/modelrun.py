@@ -21,7 +21,7 @@ from watcher.planning.planner import Plan
 from watcher.serve.compactor import build
 from watcher.serve.hub import Hub
 from watcher.serve.modelcost import ModelCost, engine_totals
-from watcher.serve.session import Pending, Session
+from watcher.serve.session import Pending, Session, hurry_at
 
 log = logs.get("compactd.server")
 
@@ -31,24 +31,20 @@ async def digest_in_time(
 ) -> tuple[Pending | None, bool]:
     """(the proposal, late): the model's, or if the context reached ``limit`` tokens before it was
     ready (``late``), the deterministic one of the same region. ``cost`` learns the job's time."""
-    hurry = state.hurry = asyncio.Event()
-    state.hurry_at = limit
-    if state.ctx.tokens >= state.hurry_at:
-        hurry.set()
     t0 = time.monotonic()
-    model = asyncio.create_task(
-        build(state, p, hub.summarizer, state.model_tokens), name=f"model-{state.agent}"
-    )
-    waiter = asyncio.create_task(hurry.wait())
-    try:
-        await asyncio.wait((model, waiter), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        state.hurry = None
-        waiter.cancel()
-        if not model.done():
-            model.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await model
+    with hurry_at(state, limit) as hurry:
+        model = asyncio.create_task(
+            build(state, p, hub.summarizer, state.model_tokens), name=f"model-{state.agent}"
+        )
+        waiter = asyncio.create_task(hurry.wait())
+        try:
+            await asyncio.wait((model, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not model.done():
+                model.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await model
     seconds = time.monotonic() - t0
     engine = hub.summarizer.engine
     totals = engine_totals(engine.stats()) if engine is not None else (0.0, 0.0)
@@ -61,7 +57,7 @@ async def digest_in_time(
         "model_late",
         agent=state.agent,
         tokens=state.ctx.tokens,
-        limit=state.hurry_at,
+        limit=limit,
         seconds=round(seconds, 3),
     )
     return await build(state, p, hub.scheduler.deterministic(hub.summarizer)), True

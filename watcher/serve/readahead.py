@@ -38,7 +38,7 @@ from summarizer.items import Item, Ranks
 from watcher.observe import logs
 from watcher.planning.planner import anchor_mask, oversize_limit
 from watcher.serve.hub import Hub
-from watcher.serve.session import Session
+from watcher.serve.session import Session, ranks_of
 
 log = logs.get("compactd.readahead")
 
@@ -192,8 +192,7 @@ class ReadAhead:
             inside, room = room > 0, room - s.tokens
             if s.tokens < READ_MIN_TOKENS:
                 continue
-            known = state.ranks.get(s.id)
-            if known is not None and known[0] == text_key(s):
+            if ranks_of(state, s) is not None:
                 read += inside
             elif inside:
                 largest = s if largest is None or s.tokens > largest.tokens else largest

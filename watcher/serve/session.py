@@ -8,8 +8,9 @@ chosen once, at HELLO, and changes only when a reload changes the agent's settin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -159,6 +160,21 @@ class Session:
         self.marks, self.policy, self.planner = marks, policy, planner
         self.stuck_tokens = 0
         return True
+
+
+@contextlib.contextmanager
+def hurry_at(state: Session, limit: int) -> Iterator[asyncio.Event]:
+    """While the block runs, ``state.hurry``: an event set once the mirror reaches ``limit`` tokens
+    (by watcher.serve.jobs.Jobs.maybe_compact, on the delta that reaches it; at once if it has), the
+    running job's cue to stop waiting for the model."""
+    hurry = state.hurry = asyncio.Event()
+    state.hurry_at = limit
+    if state.ctx.tokens >= limit:
+        hurry.set()
+    try:
+        yield hurry
+    finally:
+        state.hurry = None
 
 
 def ranks_of(state: Session, section: Section) -> Ranks | None:

@@ -83,7 +83,7 @@ def arm(out: Path, name: str) -> dict[str, Any]:
                 "json_model_share": opt["digest_methods"]["model_share"],
             }
         )
-    return {"rounds": per, "read_ahead": reading(out / f"daemon-{name}-optimistic.log")}
+    return {"rounds": per, "read_ahead": reading(log)}
 
 
 def over_high_at_plan(log: str, high: int) -> set[int]:
@@ -111,10 +111,10 @@ def over_high_at_plan(log: str, high: int) -> set[int]:
     return out
 
 
-def reading(log: Path) -> dict[str, Any] | None:
+def reading(log: str) -> dict[str, Any] | None:
     """The daemon's read-ahead over its whole life (its ``stopping`` line, all rounds), and the
     share of the wall time, from ``ready`` to ``stopping``, that the model spent reading."""
-    ready, stopping = events(str(log), "ready"), events(str(log), "stopping")
+    ready, stopping = events(log, "ready"), events(log, "stopping")
     if not ready or not stopping or "read_ahead" not in stopping[-1]:
         return None
     totals = dict(stopping[-1]["read_ahead"])
