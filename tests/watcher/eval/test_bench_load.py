@@ -12,6 +12,7 @@ import pytest
 from tests.fixtures.cli import compactd
 from tests.fixtures.trajectories import require
 from watcher.cli.evaluate import parse_agents
+from watcher.eval.bench.loadagents import STALL_CAUSES, stall_cause
 
 MINI = require() / "mini-swe-agent"
 
@@ -59,6 +60,14 @@ def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(
         # the agents' latency split: the daemon's loop lag (STATUS) and this process's own
         assert step["daemon_loop_lag"]["samples"] > 0 and step["daemon_loop_lag_ms_p99"] >= 0
         assert step["client_loop_lag"]["samples"] > 0 and step["client_loop_lag_ms_p99"] >= 0
+        # every stall counted has a cause; the longest are kept with the turn that made them
+        assert sum(step["stalled_calls_by_cause"].values()) == step["stalled_calls"]
+        assert set(step["stalled_calls_by_cause"]) == set(STALL_CAUSES)
+        assert len(step["stalls"]) == min(step["stalled_calls"], 50)
+        for st in step["stalls"]:
+            assert st["ms"] > 0
+            # budget 8000 at the default reserve 0.15: high watermark 6800
+            assert st["cause"] == stall_cause(st["before_tokens"], st["turn_tokens"], 6800, 8000)
     assert "knee_agents" in r["missed"] and r["goals"]["knee_agents"]["target"] == ">= 200"
     assert "goal missed: knee_agents" in run.stderr
     assert png.stat().st_size > 10_000
@@ -96,3 +105,12 @@ def test_synthetic_load_fails_when_quiet_agents_go_over_budget(tmp_path: Path) -
     assert r["quiet_appends_over_budget"] > 0
     assert "quiet_appends_over_budget" in r["missed"]
     assert "goal missed: quiet_appends_over_budget" in run.stderr
+
+
+def test_a_stall_says_whether_load_or_the_turn_made_it() -> None:
+    """budget 24 000, high watermark 20 400: a context over its high watermark before the turn is
+    a compaction owed and not landed; one at or under it with a turn past the budget is the turn's."""
+    assert stall_cause(21_000, 500, 20_400, 24_000) == "behind"
+    assert stall_cause(20_400, 3_601, 20_400, 24_000) == "turn_over_headroom"
+    assert stall_cause(15_000, 9_500, 20_400, 24_000) == "turn_over_headroom"
+    assert stall_cause(20_000, 3_000, 20_400, 24_000) == "other"  # it fit: the stall was something else

@@ -20,6 +20,13 @@ A call whose turn alone holds more tokens than the budget minus the low watermar
 output bigger than what a context freshly compacted to its low watermark can take) cannot be made
 to fit by any compaction scheduled ahead; its stall or overflow is counted apart
 (``*_oversized_turn``) and not in ``stalled_calls`` / ``overflow_calls``, which measure load.
+
+Every other stall is kept with what the agent saw (:class:`Stall`): the turn's tokens, the context
+before the turn, and a cause (:func:`stall_cause`): ``behind`` (the context was over its high
+watermark before the turn: a compaction the daemon owed it had not landed), ``turn_over_headroom``
+(the context was where the daemon keeps it, at or under the high watermark, but the turn alone was
+more than the room left to the budget: only a lower operating point would have absorbed it) or
+``other``. The knee counts every such stall; the causes say which ones load made.
 """
 
 from __future__ import annotations
@@ -54,6 +61,29 @@ class AgentPlan:
     first_turn_s: float  # when its first timed turn arrives, after the start
 
 
+STALL_CAUSES: Final = ("behind", "turn_over_headroom", "other")
+
+
+def stall_cause(before: int, turn: int, high: int, budget: int) -> str:
+    """Why a call stalled (see the module's doc): the context held ``before`` tokens before a turn
+    of ``turn`` tokens, with the agent's ``high`` watermark and ``budget``."""
+    if before > high:
+        return "behind"
+    if before + turn > budget:
+        return "turn_over_headroom"
+    return "other"
+
+
+@dataclass(frozen=True)
+class Stall:
+    """One stalled call (not an oversized turn's)."""
+
+    ms: float
+    turn_tokens: int
+    before_tokens: int  # the context before the turn arrived
+    cause: str
+
+
 @dataclass
 class AgentTally:
     """What one agent saw during the step."""
@@ -63,6 +93,7 @@ class AgentTally:
     calls: int = 0
     stalls_ms: list[float] = field(default_factory=list)  # per call, 0 when it fit at once
     stalled: int = 0
+    stalls: list[Stall] = field(default_factory=list)  # the stalled calls counted in `stalled`
     overflows: int = 0
     stalled_oversized: int = 0
     overflows_oversized: int = 0
@@ -152,6 +183,7 @@ class LoadAgent:
         await asyncio.sleep(max(0.0, start + self.plan.first_turn_s - time.monotonic()))
         turn = self._pending
         while time.monotonic() < end:
+            before = self.link.context.tokens
             t0 = time.perf_counter()
             try:
                 await self.link.append(*turn, wait=True)
@@ -160,7 +192,8 @@ class LoadAgent:
                 t.slowest = max(t.slowest, (round(ms, 1), sum(s.tokens for s in turn)))
             except LinkError:
                 t.errors += 1
-            oversized = sum(s.tokens for s in turn) > self.budget - t.low
+            size = sum(s.tokens for s in turn)
+            oversized = size > self.budget - t.low
             stall, fits = await wait_for_room(self.link, self.changed, self.budget, stall_timeout)
             tokens = self.link.context.tokens
             t.calls += 1
@@ -168,6 +201,9 @@ class LoadAgent:
             if stall > 0:
                 t.stalled_oversized += oversized
                 t.stalled += not oversized
+                if not oversized:
+                    cause = stall_cause(before, size, t.high, self.budget)
+                    t.stalls.append(Stall(round(stall, 1), size, before, cause))
             if not fits:
                 t.overflows_oversized += oversized
                 t.overflows += not oversized

@@ -10,7 +10,8 @@ RSS and CPU (/proc) and its compaction queue (STATUS: depth, waits, model jobs).
 step: agents kept under their high watermark at every call, overflowing calls, stalled calls and
 stall p99, ingest p50/p99, queue wait p50/p99 (the daemon's own figure), compactions/s, tokens
 compacted/s, CPU of the daemon and of this client, RSS and PSS max, the model's share of the
-applied digests and its jobs.
+applied digests and its jobs; each stall's turn and cause (``stalled_calls_by_cause``, the
+longest ``stalls``: watcher.eval.bench.loadagents.stall_cause).
 
 The steps go up the ladder (default 25, 50, 100, 200, 400) and stop at the first step with an
 overflow or a stall; if none has one, N doubles past the ladder until a step does (at most
@@ -34,7 +35,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -42,7 +43,7 @@ import zmq.asyncio
 
 from ipc.client import LinkError
 from watcher.eval.bench.goals import BenchError, Goal, exercised, in_range, judge
-from watcher.eval.bench.loadagents import AgentTally, LoadAgent, plans
+from watcher.eval.bench.loadagents import STALL_CAUSES, AgentTally, LoadAgent, plans
 from watcher.eval.bench.procstat import Sampler, ask_status
 from watcher.eval.harness import ReplayError, running_daemon
 from watcher.eval.replay import token_counter
@@ -56,6 +57,7 @@ DEFAULT_AGENT_CAP: Final = 1024  # [daemon] max_agents' default: a step above it
 KNEE_GOAL: Final = 200
 RSS_GOAL_MB: Final = 400.0
 INGEST_P99_GOAL_MS: Final = 50.0
+STALLS_KEPT: Final = 50  # a step's longest stalls, with their turn and cause, in its JSON
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,7 @@ def _step_result(
     load0: float,
 ) -> dict[str, Any]:
     stalls = [x for t in tallies for x in t.stalls_ms]
+    stalled = [x for t in tallies for x in t.stalls]
     ingest = [x for t in tallies for x in t.ingest_ms]
     applied = sum(t.compactions for t in tallies)
     model = sum(t.model_digests for t in tallies)
@@ -182,6 +185,8 @@ def _step_result(
         "calls_over_high_watermark": sum(t.over_high for t in tallies),
         "overflow_calls": sum(t.overflows for t in tallies),
         "stalled_calls": sum(t.stalled for t in tallies),
+        "stalled_calls_by_cause": {c: sum(x.cause == c for x in stalled) for c in STALL_CAUSES},
+        "stalls": [asdict(x) for x in sorted(stalled, key=lambda x: -x.ms)[:STALLS_KEPT]],
         "stall_ms_p99": round(percentile(stalls, 99), 1),
         "stall_ms_max": round(max(stalls, default=0.0), 1),
         "overflow_calls_oversized_turn": sum(t.overflows_oversized for t in tallies),
