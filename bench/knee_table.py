@@ -35,6 +35,8 @@ ROWS = [
     ("pss_mb_max", "PSS max MB (daemon + worker, each page once)"),
     ("loadavg_start", "load average at the step's start"),
 ]
+CAUSES = ("behind", "turn_over_headroom", "other")  # watcher.eval.bench.loadagents.STALL_CAUSES
+CAUSED = "stalled_calls_by_cause"
 
 
 def load(folder: Path) -> dict[str, list[dict[str, Any]]]:
@@ -73,6 +75,10 @@ def table(variant: str, rounds: list[dict[str, Any]]) -> str:
     for key, label in ROWS:
         cells = [spread([s[key] for s in steps[n] if s.get(key) is not None]) for n in ns]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
+        if key == "stalled_calls":  # ... and what made them (steps from 55eb357 on)
+            for cause in CAUSES:
+                got = [[float(s[CAUSED][cause]) for s in steps[n] if CAUSED in s] for n in ns]
+                out.append(f"| ... {cause} | " + " | ".join(spread(g) for g in got) + " |")
     missed = sorted({m for r in rounds for m in r["missed"]})
     out.append("")
     median = statistics.median(knees)
