@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import zmq.asyncio
 
 from ipc.client import AgentLink
@@ -48,6 +49,7 @@ def _turn(k: int, lines: int, count: Callable[[str], int]) -> list[Section]:
     ]
 
 
+@pytest.mark.slow
 async def test_a_job_waits_for_the_busy_model_lane_and_gets_it(tmp_path: Path, model_path: str) -> None:
     engine = LlamaEngine(EngineSettings(model_path))
     count = load_counter(model_path)
