@@ -13,6 +13,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from watcher.eval.bench.loadagents import STALL_CAUSES
+
 ROWS = [
     ("overflow_calls", "overflowing calls (load)"),
     ("stalled_calls", "stalled calls (load)"),
@@ -35,7 +37,6 @@ ROWS = [
     ("pss_mb_max", "PSS max MB (daemon + worker, each page once)"),
     ("loadavg_start", "load average at the step's start"),
 ]
-CAUSES = ("behind", "turn_over_headroom", "other")  # watcher.eval.bench.loadagents.STALL_CAUSES
 CAUSED = "stalled_calls_by_cause"
 
 
@@ -76,7 +77,7 @@ def table(variant: str, rounds: list[dict[str, Any]]) -> str:
         cells = [spread([s[key] for s in steps[n] if s.get(key) is not None]) for n in ns]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
         if key == "stalled_calls":  # ... and what made them (steps from 55eb357 on)
-            for cause in CAUSES:
+            for cause in STALL_CAUSES:
                 got = [[float(s[CAUSED][cause]) for s in steps[n] if CAUSED in s] for n in ns]
                 out.append(f"| ... {cause} | " + " | ".join(spread(g) for g in got) + " |")
     missed = sorted({m for r in rounds for m in r["missed"]})

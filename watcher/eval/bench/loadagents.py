@@ -183,16 +183,15 @@ class LoadAgent:
         await asyncio.sleep(max(0.0, start + self.plan.first_turn_s - time.monotonic()))
         turn = self._pending
         while time.monotonic() < end:
-            before = self.link.context.tokens
+            before, size = self.link.context.tokens, sum(s.tokens for s in turn)
             t0 = time.perf_counter()
             try:
                 await self.link.append(*turn, wait=True)
                 ms = (time.perf_counter() - t0) * 1000
                 t.ingest_ms.append(ms)
-                t.slowest = max(t.slowest, (round(ms, 1), sum(s.tokens for s in turn)))
+                t.slowest = max(t.slowest, (round(ms, 1), size))
             except LinkError:
                 t.errors += 1
-            size = sum(s.tokens for s in turn)
             oversized = size > self.budget - t.low
             stall, fits = await wait_for_room(self.link, self.changed, self.budget, stall_timeout)
             tokens = self.link.context.tokens
