@@ -167,19 +167,22 @@ class Lookahead:
             return math.inf
         return (limit - tokens) / self.turn_tokens * self.turn_s
 
-    def deadline(self, tokens: int, limit: int, now: float, margin: bool = True) -> float:
+    def deadline(self, tokens: int, limit: int, now: float, margin: bool = True, reserve: int = 0) -> float:
         """When the agent's next LLM call is expected not to fit ``limit`` (its budget): the
         monotonic time of the turn that takes the context over it, with a large turn of margin
         (``margin``; else an average turn). A context already over ``limit`` had its deadline when
         it last grew. No growth seen yet: ``FAR_S`` from now (the scheduler's aging still serves
         it). The scheduler serves the earliest deadline first (watcher.serve.scheduler, with the
         margin); a job degrades when it cannot be done before it (watcher.serve.degrade, without:
-        the turn the agent is expected to take, not a pessimistic one)."""
+        the turn the agent is expected to take, not a pessimistic one). ``reserve``: the least
+        margin, with ``margin`` (the scheduler's order passes the tokens above the high watermark:
+        the reserve is the agent's, so a context in it is due at its next turn however small its
+        turns have been; a turn larger than its recent ones is what the reserve is for)."""
         if tokens >= limit:
             return self._at if self._at is not None else now
         if not self.steps or self.turn_tokens <= 0 or self._at is None:
             return now + FAR_S
-        ahead = self._burst() if margin else 0.0  # the last turn: a large one, or an average one
+        ahead = max(self._burst(), reserve) if margin else 0.0  # the last turn: large, or average
         room = max(0.0, limit - tokens - ahead)
         by_turns = self._at + self.turn_s * (1 + math.floor(room / self.turn_tokens))
         if self.streaming and now - self._at < TURN_GAP_S and self.rate > 0:

@@ -89,7 +89,17 @@ class Jobs:
 
     @staticmethod
     def deadline(state: Session) -> float:
-        """When the agent's next call is expected not to fit its budget (the scheduler's order)."""
+        """The scheduler's order: when the agent's next call is expected not to fit its budget, with
+        a large turn of margin, and never less than the reserve above its high watermark; so a
+        context already in its reserve is due at its next turn (Lookahead.deadline)."""
+        marks = state.marks
+        reserve = marks.budget - marks.high
+        return state.lookahead.deadline(state.ctx.tokens, marks.budget, time.monotonic(), reserve=reserve)
+
+    @staticmethod
+    def due(state: Session) -> float:
+        """When the agent's next call is expected not to fit its budget, with a large turn of
+        margin: when its waiting job must be done at the latest (:meth:`express_due`)."""
         return state.lookahead.deadline(state.ctx.tokens, state.marks.budget, time.monotonic())
 
     @staticmethod
@@ -98,7 +108,7 @@ class Jobs:
         (watcher.serve.scheduler, Express jobs): its deadline. A deadline already past while the
         context is under its budget is a turn later than expected (when it comes is not known; the
         rule of :meth:`level`): not a reason to degrade it (``math.inf``)."""
-        due = Jobs.deadline(state)
+        due = Jobs.due(state)
         return math.inf if due < time.monotonic() and state.ctx.tokens < state.marks.budget else due
 
     def level(self, state: Session) -> int:
@@ -375,7 +385,7 @@ class Jobs:
         if not self.wanted(state):
             state.job_running = False
             return
-        self.degrader.raise_to(state, MASKING, self.deadline(state) - now, reason="queue")
+        self.degrader.raise_to(state, MASKING, self.due(state) - now, reason="queue")
         await self.run_degraded(state)
 
     async def run_degraded(self, state: Session) -> None:

@@ -8,8 +8,10 @@ often made stale by the time it runs.
 
 Here each agent has at most one waiting slot. ``submit`` for an agent already waiting only
 replaces its job (latest wins; the queue never holds more entries than there are agents). Each
-slot carries the agent's **deadline**: when its next LLM call is expected not to fit its budget
-(watcher.planning.lookahead.Lookahead.deadline, read again each time the worker picks, so it
+slot carries the agent's **deadline**: when its next LLM call is expected not to fit its budget,
+with a large turn of margin and never less than the reserve above its high watermark, so that a
+context already in its reserve is due at its next turn (watcher.serve.jobs.Jobs.deadline,
+watcher.planning.lookahead.Lookahead.deadline; read again each time the worker picks, so it
 follows the agent's growth while it waits). The worker runs the slot with the earliest deadline
 first, so the agent whose next turn would cross its budget first goes first. Starvation-free: a
 slot's deadline counts as no later than :data:`MAX_WAIT_S` after it joined the queue and no earlier

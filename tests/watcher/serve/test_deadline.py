@@ -13,12 +13,16 @@ from pathlib import Path
 import pytest
 
 from ipc.client import AgentLink
+from ipc.context import Context
 from ipc.sections import Section
 from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 from watcher.planning.lookahead import FAR_S, Lookahead
+from watcher.planning.planner import Watermarks
 from watcher.serve import scheduler as scheduler_module
+from watcher.serve.jobs import Jobs
 from watcher.serve.scheduler import DETERMINISTIC_LANES, FairScheduler, Fallback, Job
+from watcher.serve.session import Session
 
 
 def recorder(order: list[str], key: str, hold: float = 0.0) -> Job:
@@ -124,6 +128,37 @@ def test_deadline_from_the_look_ahead() -> None:
     assert la.deadline(1900, 1900, at + 7) == at  # already over: its deadline was its last growth
     near, far = la.deadline(1900, 2500, at), la.deadline(1900, 9000, at)
     assert near < far <= at + FAR_S
+    # the reserve as the least margin: its turns are small (100), but a context in its reserve
+    # (the last 400 tokens of a 3000 budget) is due at its next turn, and one under it when it
+    # would reach it
+    assert la.deadline(2700, 3000, at, reserve=400) == at + 2.0
+    assert la.deadline(1900, 3000, at, reserve=400) == at + 2.0 * 8  # 700 of room = 7 turns
+    assert la.deadline(1900, 3000, at, reserve=50) == at + 2.0 * 11  # a large turn is more
+    assert la.deadline(1900, 3000, at, margin=False, reserve=400) == at + 2.0 * 12  # no margin
+
+
+def test_the_schedulers_order_keeps_the_reserve_above_the_high_watermark() -> None:
+    """The scheduler's order (Jobs.deadline) takes the reserve above the high watermark as the least
+    margin: an agent with small turns already in its reserve is due at its next turn, before an
+    agent under its high watermark whose large turns made it the nearer one to its budget (the
+    order of Jobs.due, which the express checks keep). Measured in stop 40: at 1 600 agents with
+    the model, stalled calls 6-16 against 25-64 (docs/BENCHMARKS.md)."""
+    marks = Watermarks(40_000, 0.15, 0.6)  # high 34 000: a reserve of 6 000
+
+    def session(name: str, tokens: int, turns: list[int]) -> Session:
+        la = Lookahead()
+        total = 1_000
+        for k, grew in enumerate([0, *turns]):  # one turn every 2 s
+            total += grew
+            la.observe(total, 2.0 * k)
+        sec = Section(f"{name}-all", "tool_result", "x", tokens=tokens)
+        return Session(name, "s", b"peer", marks, ctx=Context([sec]), lookahead=la)
+
+    small = session("in-reserve", 35_000, [100] * 12)  # 100 tokens a turn, 1 000 over its high mark
+    bursty = session("under-high", 32_000, [100, 2_500] * 6)  # large turns, 2 000 under it
+    assert Jobs.deadline(small) == 24.0 + 2.0  # its next turn
+    assert Jobs.deadline(small) < Jobs.deadline(bursty)
+    assert Jobs.due(bursty) < Jobs.due(small)  # by the budget alone the bursty one is nearer
 
 
 @pytest.mark.slow
