@@ -108,10 +108,11 @@ def test_synthetic_load_fails_when_quiet_agents_go_over_budget(tmp_path: Path) -
 
 
 def test_a_stall_says_whether_load_or_the_turn_made_it() -> None:
-    """budget 24 000, high watermark 20 400: a turn that would not fit even at the high watermark is
-    the turn's; else a context over its high watermark before the turn is a compaction owed and not
-    landed."""
+    """budget 24 000, high watermark 20 400: a context over its high watermark before the turn (in
+    the reserve) is a compaction owed and not landed, whatever the turn; under it, a turn that did
+    not fit is the plan's (only planning earlier would have taken it)."""
     assert stall_cause(21_000, 500, 20_400, 24_000) == "behind"
-    assert stall_cause(21_000, 3_601, 20_400, 24_000) == "turn_over_headroom"  # 20 400 + 3 601 > budget
+    assert stall_cause(20_662, 6_135, 20_400, 24_000) == "behind"  # stop 40: the scheduler's, not the turn's
+    assert stall_cause(20_400, 3_601, 20_400, 24_000) == "turn_over_headroom"  # at the high watermark
     assert stall_cause(19_292, 6_173, 20_400, 24_000) == "turn_over_headroom"
     assert stall_cause(20_000, 3_000, 20_400, 24_000) == "other"  # it fit: the stall was something else

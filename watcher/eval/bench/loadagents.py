@@ -22,11 +22,15 @@ to fit by any compaction scheduled ahead; its stall or overflow is counted apart
 (``*_oversized_turn``) and not in ``stalled_calls`` / ``overflow_calls``, which measure load.
 
 Every other stall is kept with what the agent saw (:class:`Stall`): the turn's tokens, the context
-before the turn, and a cause (:func:`stall_cause`): ``turn_over_headroom`` (the turn would not
-have fit even with the context where the daemon keeps it, at or under the high watermark: only a
-context nearer its low watermark, freshly compacted, would have taken it), else ``behind`` (the
-context was over its high watermark before the turn: a compaction the daemon owed it had not
-landed), else ``other``. The knee counts every such stall; the causes say which ones load made.
+before the turn, and a cause (:func:`stall_cause`): ``behind`` (the context was over its high
+watermark before the turn, in the agent's reserve: a compaction the daemon owed it had not landed;
+from where the daemon plans, under its high watermark, a turn that is not oversized fits), else
+``turn_over_headroom`` (the context was at or under its high watermark and the turn did not fit:
+only a plan made earlier, for a turn larger than the agent's recent ones, would have taken it),
+else ``other``. The knee counts every such stall; the causes say whether the daemon's timeliness
+(``behind``) or its plan (``turn_over_headroom``) failed the call. Until stop 40 a stall in the
+reserve whose turn would not have fit at the high watermark either was ``turn_over_headroom``:
+most of those went when the scheduler's order kept the reserve (docs/BENCHMARKS.md, "Stop 40").
 """
 
 from __future__ import annotations
@@ -67,10 +71,10 @@ STALL_CAUSES: Final = ("behind", "turn_over_headroom", "other")
 def stall_cause(before: int, turn: int, high: int, budget: int) -> str:
     """Why a call stalled (see the module's doc): the context held ``before`` tokens before a turn
     of ``turn`` tokens, with the agent's ``high`` watermark and ``budget``."""
-    if min(before, high) + turn > budget:
-        return "turn_over_headroom"
     if before > high:
         return "behind"
+    if before + turn > budget:
+        return "turn_over_headroom"
     return "other"
 
 
