@@ -28,9 +28,10 @@ from where the daemon plans, under its high watermark, a turn that is not oversi
 ``turn_over_headroom`` (the context was at or under its high watermark and the turn did not fit:
 only a plan made earlier, for a turn larger than the agent's recent ones, would have taken it),
 else ``other``. The knee counts every such stall; the causes say whether the daemon's timeliness
-(``behind``) or its plan (``turn_over_headroom``) failed the call. Until stop 40 a stall in the
-reserve whose turn would not have fit at the high watermark either was ``turn_over_headroom``:
-most of those went when the scheduler's order kept the reserve (docs/BENCHMARKS.md, "Stop 40").
+(``behind``) or its plan (``turn_over_headroom``) failed the call. From ccfd39c (stop 39) until
+stop 40 a stall in the reserve whose turn would not have fit at the high watermark either was
+``turn_over_headroom``: most of those went when the scheduler's order kept the reserve
+(docs/BENCHMARKS.md, "Stop 40").
 """
 
 from __future__ import annotations
