@@ -12,6 +12,11 @@ Per agent, running estimates (exponentially weighted moving averages):
   without pause (closer together than ``TURN_GAP_S``) is seen growing at its pace, step after
   step, not starting forever; its growth per second (``rate``) is measured over windows of at
   least ``RATE_WINDOW_S`` whatever its steps;
+* **the largest turn lately** (``tail``): at each step the larger of that step's tokens and the
+  tail so far times ``TAIL_DECAY``; each append of the history sent at attach counts as a turn too.
+  Tool output sizes run in streaks (an agent that has just read a 6 000-token log or file reads
+  another soon: the same test run again, the next file), and a turn larger than the reserve above
+  the high watermark is what stalls an agent;
 * **job time** of the deterministic jobs: seconds from planning a compaction to its proposal being
   ready (queueing included), and the summarizer's throughput in region tokens per second.
 
@@ -22,6 +27,9 @@ measured overhead and the queue), passed in as ``model_s``.
 :meth:`Lookahead.tokens_ahead` is how much the context is expected to grow while a job started now
 runs. A deterministic job (milliseconds): its growth plus one large turn (mean + ``BURST_SIGMAS``
 deviations: tool output comes in bursts, and a turn arrives before the agent can apply a proposal).
+When the agent's largest turn lately (``tail``, at most what a plan can make room for: the budget less
+the low watermark) is larger than the reserve above the high watermark, the margin is at least the
+part of it the reserve would not hold, so that such a turn again finds room (:meth:`tail_over`).
 A model job: its growth at the average pace plus an average turn (the turn that crosses the
 trigger lands anywhere in the last one), and never less than a deterministic job's. The planner
 triggers when ``tokens + tokens_ahead >= high watermark`` (watcher.planning.planner.should_plan,
@@ -46,6 +54,9 @@ FAR_S = 3600.0  # a deadline never lies further ahead than this (no growth seen,
 RATE_WINDOW_S = 1.0  # growth per second is averaged over windows at least this long
 START_MAX_S = 10.0  # growth back to back from the first change on is the history for this long at most
 STEP_MAX_S = 1.0  # a step of growth back to back lasts this long at most: a stream is many steps
+TAIL_DECAY = (
+    0.95  # the largest turn lately fades by this share a turn (a 6 000-token turn: 10 turns to 3 600)
+)
 
 
 @dataclass
@@ -64,7 +75,8 @@ class Lookahead:
     _start: float = 0.0  # when the first change was seen
     _step_tokens: int = 0  # tokens the current step has added so far
     _step_dt: float = 0.0  # seconds from the previous step's start to this one's
-    _before: tuple[float, float, float, int] = (0.0, 0.0, 0.0, 0)  # estimates before this step
+    tail: float = 0.0  # the largest turn lately: max(turn, tail * TAIL_DECAY) at each step
+    _before: tuple[float, float, float, int, float] = (0.0, 0.0, 0.0, 0, 0.0)  # estimates before this step
     rate: float = 0.0  # EWMA tokens of growth per second, over windows of >= RATE_WINDOW_S
     _rate_at: float = 0.0  # when the current window began
     _rate_grown: int = 0  # growth in the current window
@@ -77,16 +89,17 @@ class Lookahead:
         grew = tokens - self._tokens
         starting = now - self._start < START_MAX_S
         if grew > 0 and not self.steps and now - self._at < TURN_GAP_S and starting:
+            self.tail = max(float(grew), self.tail * TAIL_DECAY)  # the history's turns are turns it took
             self._tokens, self._at, self._step_at = tokens, now, now  # the history catching up at
             return  # attach (appends back to back from the first one on): the start, not a turn
         if grew > 0:
             self._window(grew, now)
             same = now - self._at < TURN_GAP_S and now - self._step_at < STEP_MAX_S
             if self.steps and same:  # the same step, continued: redo it
-                self.turn_tokens, self.turn_var, self.turn_s, self.steps = self._before
+                self.turn_tokens, self.turn_var, self.turn_s, self.steps, self.tail = self._before
                 self._step_tokens += grew
             else:
-                self._before = (self.turn_tokens, self.turn_var, self.turn_s, self.steps)
+                self._before = (self.turn_tokens, self.turn_var, self.turn_s, self.steps, self.tail)
                 self._step_tokens, self._step_dt = grew, max(now - self._step_at, 1e-3)
                 self._step_at = now
             self._learn(self._step_tokens, self._step_dt)
@@ -106,6 +119,7 @@ class Lookahead:
             self._rate_at, self._rate_grown = now, 0
 
     def _learn(self, grew: int, dt: float) -> None:
+        self.tail = max(float(grew), self.tail * TAIL_DECAY)
         if self.steps:
             diff = grew - self.turn_tokens
             self.turn_tokens += ALPHA * diff
@@ -135,16 +149,29 @@ class Lookahead:
         """A large turn: mean + BURST_SIGMAS standard deviations."""
         return self.turn_tokens + BURST_SIGMAS * math.sqrt(self.turn_var)
 
-    def tokens_ahead(self, model_s: float | None = None) -> int:
+    def largest(self, fit: int) -> int:
+        """The agent's largest turn lately, at most ``fit`` (the budget less the low watermark: a
+        larger turn finds no room whatever is planned, and is not planned for)."""
+        return math.ceil(min(self.tail, fit))
+
+    def tail_over(self, reserve: int, fit: int) -> int:
+        """How much of the agent's largest turn lately (:meth:`largest`) the ``reserve`` above the high
+        watermark would not hold: how much further under the high watermark to keep the context so
+        that such a turn fits the budget again. 0 for an agent whose turns fit its reserve."""
+        return max(0, self.largest(fit) - reserve)
+
+    def tokens_ahead(self, model_s: float | None = None, *, reserve: int = 0, fit: int = 0) -> int:
         """How early to plan: the growth expected while a job started now runs. ``model_s``: the
         expected seconds of a model job (queue included); None: a deterministic job, with a large
-        turn of margin. A model job's is its growth at the average pace plus an average turn (the
-        turn that crosses the trigger lands anywhere in the last one), so that at the trigger there
-        is still time for the model (:meth:`model_in_time`), and never less than a deterministic
-        job's."""
+        turn of margin, and never less than the part of the agent's largest turn lately that the
+        ``reserve`` would not hold (:meth:`tail_over`, up to ``fit``; both 0: not counted). A model
+        job's is its growth at the average pace plus an average turn (the turn that crosses the
+        trigger lands anywhere in the last one), so that at the trigger there is still time for the
+        model (:meth:`model_in_time`), and never less than a deterministic job's."""
+        over = self.tail_over(reserve, fit)
         if not self.steps:
-            return 0
-        fast = math.ceil(self._during(self.fast_job_s) + self._burst())
+            return over  # only the history seen: its largest turn
+        fast = math.ceil(self._during(self.fast_job_s) + max(self._burst(), over))
         if model_s is None:
             return fast
         return max(fast, math.ceil(self._during(model_s) + self.turn_tokens))
@@ -207,6 +234,7 @@ class Lookahead:
             "summarizer_tokens_per_s": round(self.throughput, 1),
             "tokens_ahead": self.tokens_ahead(),  # a deterministic job's
             "tokens_per_s": round(self.rate, 1),
+            "largest_turn_tokens": round(self.tail),
         }
 
 

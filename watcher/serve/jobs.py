@@ -90,11 +90,13 @@ class Jobs:
     @staticmethod
     def deadline(state: Session) -> float:
         """The scheduler's order: when the agent's next call is expected not to fit its budget, with
-        a large turn of margin, and never less than the reserve above its high watermark; so a
-        context already in its reserve is due at its next turn (Lookahead.deadline)."""
-        marks = state.marks
-        reserve = marks.budget - marks.high
-        return state.lookahead.deadline(state.ctx.tokens, marks.budget, time.monotonic(), reserve=reserve)
+        a large turn of margin, and never less than the reserve above its high watermark nor the
+        agent's largest turn lately (up to what a plan can make room for: Lookahead.largest); so a
+        context already in its reserve is due at its next turn (Lookahead.deadline), and so is one
+        that a turn as large as its largest lately would take over its budget."""
+        marks, la = state.marks, state.lookahead
+        least = max(marks.budget - marks.high, la.largest(marks.budget - marks.low))
+        return la.deadline(state.ctx.tokens, marks.budget, time.monotonic(), reserve=least)
 
     @staticmethod
     def due(state: Session) -> float:
@@ -144,18 +146,22 @@ class Jobs:
     def ahead(self, state: Session) -> int:
         """Tokens the context is expected to grow by while a digest is written (watcher.planning.lookahead).
 
-        With a model, as much as a model digest needs, if planning that early is allowed (the
+        Never less than the part of the agent's largest turn lately that its reserve would not hold
+        (Lookahead.tail_over): a streak of large tool outputs is planned for, so that the next one
+        fits the budget. With a model, as much as a model digest needs, if planning that early is allowed (the
         planner caps how early, :func:`watcher.planning.planner.early_cap`); else the digest will be
         deterministic anyway (:meth:`summarizer_for`), so plan only as early as that needs: a
         later plan has more turns to choose what to fold from."""
         if not self.hub.cfg.compaction.lookahead:
             return 0
+        marks, la = state.marks, state.lookahead
+        reserve, fit = marks.budget - marks.high, marks.budget - marks.low  # for the largest turn lately
         model_s = self.model_s()
         if model_s is not None:
-            ahead = state.lookahead.tokens_ahead(model_s)
-            if ahead <= early_cap(state.marks):
+            ahead = la.tokens_ahead(model_s, reserve=reserve, fit=fit)
+            if ahead <= early_cap(marks):
                 return ahead
-        return state.lookahead.tokens_ahead()
+        return la.tokens_ahead(reserve=reserve, fit=fit)
 
     def model_s(self) -> float | None:
         """The expected seconds of a model job planned now: its measured cost

@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from watcher.planning.lookahead import BURST_SIGMAS, DEFAULT_FAST_JOB_S, START_MAX_S, STEP_MAX_S, Lookahead
+from watcher.planning.lookahead import (
+    BURST_SIGMAS,
+    DEFAULT_FAST_JOB_S,
+    START_MAX_S,
+    STEP_MAX_S,
+    TAIL_DECAY,
+    Lookahead,
+)
 from watcher.planning.planner import EARLY_SHARE, Watermarks, should_plan, trigger_tokens
 
 
@@ -158,3 +165,73 @@ def test_a_history_of_two_seconds_is_still_the_start() -> None:
         la.observe(500 * k, 0.01 * k)
     assert la.steps == 0 and la.rate == 0 and la.tokens_ahead() == 0
     assert START_MAX_S > 2.0  # (the history above took 2 s)
+
+
+# budget 24 000, high watermark 20 400, low 16 800: the reserve holds a turn of 3 600 tokens, a plan
+# can make room for one of 7 200 at most
+RESERVE, FIT = 3_600, 7_200
+
+
+def test_a_turn_larger_than_the_reserve_is_planned_for_while_it_is_recent() -> None:
+    """A streak of large tool outputs: after a 6 000-token turn the plan comes early enough that
+    another one fits the budget (the part of it the reserve would not hold), fading turn by turn,
+    once the large-turn margin (mean + 2 sigma, which forgets faster) no longer covers it. An agent
+    whose turns fit its reserve plans as before."""
+    la, calm = Lookahead(), Lookahead()
+    t = 1_000
+    for k in range(8):  # small turns, then one of 6 000 tokens
+        t += 6_000 if k == 7 else 300
+        la.observe(t, 2.0 * k)
+        calm.observe(1_000 + 300 * (k + 1), 2.0 * k)
+    assert la.tail == 6_000 and la.largest(FIT) == 6_000
+    assert la.tail_over(RESERVE, FIT) == 2_400
+    assert la.tokens_ahead(reserve=RESERVE, fit=FIT) == la.tokens_ahead() > 6_000  # mean + 2 sigma
+    assert calm.tail_over(RESERVE, FIT) == 0
+    assert calm.tokens_ahead(reserve=RESERVE, fit=FIT) == calm.tokens_ahead()
+    for k in range(8, 16):  # eight small turns: mean + 2 sigma has forgotten most of it
+        t += 300
+        la.observe(t, 2.0 * k)
+    small_reserve = 1_200  # (a reserve of 5 %)
+    over = la.tail_over(small_reserve, FIT)
+    assert over == math.ceil(6_000 * TAIL_DECAY**8) - small_reserve
+    assert la.tokens_ahead(reserve=small_reserve, fit=FIT) >= over > la.tokens_ahead()
+    for k in range(16, 48):  # small turns again: the large one fades
+        t += 300
+        la.observe(t, 2.0 * k)
+    assert la.tail == pytest.approx(6_000 * TAIL_DECAY**40)
+    assert la.tail_over(small_reserve, FIT) == 0
+    assert la.snapshot()["largest_turn_tokens"] == round(la.tail)
+
+
+def test_the_largest_turn_counts_only_what_a_plan_can_make_room_for() -> None:
+    la = Lookahead()
+    la.observe(1_000, 0.0)
+    la.observe(1_300, 2.0)
+    la.observe(31_300, 4.0)  # 30 000 tokens in one turn: no plan makes room for that
+    assert la.largest(FIT) == FIT and la.tail_over(RESERVE, FIT) == FIT - RESERVE
+    assert la.tail_over(0, 0) == 0  # not counted unless asked (the planner bench, plansim)
+
+
+def test_the_history_sent_at_attach_tells_the_largest_turn() -> None:
+    """An agent attaching with a context that holds a 6 000-token tool output has its next plan
+    early enough for another one, before it has taken a turn of its own."""
+    la = Lookahead()
+    sizes = [8_000, 3_100, 6_000, 2_100]  # the history's turns, appended back to back
+    t = 0
+    for k, size in enumerate(sizes):
+        t += size
+        la.observe(t, 0.01 * k)
+    assert la.steps == 0
+    assert la.tail == 6_000 * TAIL_DECAY  # (the first append is the baseline) one turn since
+    assert la.tokens_ahead(reserve=RESERVE, fit=FIT) == la.tail_over(RESERVE, FIT) > 2_000
+    assert la.tokens_ahead() == 0  # without the room: as before
+
+
+def test_a_step_continued_keeps_one_tail() -> None:
+    """Deltas of one step (closer than TURN_GAP_S) are one turn: the tail is the step's tokens."""
+    la = Lookahead()
+    la.observe(0, 0.0)
+    la.observe(100, 2.0)
+    for k in range(1, 5):  # one step of 4 x 1 000 tokens, 50 ms apart
+        la.observe(100 + 1_000 * k, 4.0 + 0.05 * k)
+    assert la.steps == 2 and la.tail == 4_000

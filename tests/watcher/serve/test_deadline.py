@@ -181,15 +181,17 @@ async def test_a_near_budget_agent_is_served_before_earlier_far_ones(tmp_path: P
 
         # the same growth for all (500 tokens a turn every 0.3 s), below their triggers (high watermark
         # minus the look-ahead's 1 333 tokens); the first SNAPSHOT is the look-ahead's baseline
-        starts = {link.agent: (31_000 if link in far else 3_800) for link in links}
+        starts = {link.agent: (29_000 if link in far else 3_800) for link in links}
         for link in links:
             await link.snapshot([sec(link, i, 500) for i in range(starts[link.agent] // 500)])
         for turn in range(3):
             await asyncio.sleep(0.3)
             await asyncio.gather(*(link.append(sec(link, 100 + turn, 500), wait=True) for link in links))
         assert all(link.proposals.empty() for link in links), "nobody crossed a trigger yet"
-        # the burst: far agents first, the near one last. Then far agents are ~3 turns from their
-        # budget (34 500 of 40 000), the near one's next turn crosses it (7 300 of 8 000)
+        # the burst: far agents first, the near one last. Then far agents are two turns from their
+        # budget (32 500 of 40 000, under their high watermark, 34 000, by more than a large turn:
+        # the scheduler keeps their reserve, 6 000 tokens), the near one's next turn crosses it
+        # (7 300 of 8 000)
         for link in links:
             await link.append(sec(link, 200, 2_000), wait=False)
         arrivals: list[str] = []
