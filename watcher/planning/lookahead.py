@@ -54,9 +54,7 @@ FAR_S = 3600.0  # a deadline never lies further ahead than this (no growth seen,
 RATE_WINDOW_S = 1.0  # growth per second is averaged over windows at least this long
 START_MAX_S = 10.0  # growth back to back from the first change on is the history for this long at most
 STEP_MAX_S = 1.0  # a step of growth back to back lasts this long at most: a stream is many steps
-TAIL_DECAY = (
-    0.95  # the largest turn lately fades by this share a turn (a 6 000-token turn: 10 turns to 3 600)
-)
+TAIL_DECAY = 0.95  # the largest turn lately keeps this share a turn (6 000 tokens: 10 turns to 3 600)
 
 
 @dataclass
