@@ -202,10 +202,15 @@ class Lookahead:
         the turn the agent is expected to take, not a pessimistic one). ``reserve``: the least
         margin, with ``margin`` (the scheduler's order passes the tokens above the high watermark:
         the reserve is the agent's, so a context in it is due at its next turn however small its
-        turns have been; a turn larger than its recent ones is what the reserve is for)."""
+        turns have been; a turn larger than its recent ones is what the reserve is for). An agent
+        whose history alone was seen (no turn yet: when its first comes is not known) is due when
+        its history grew if a turn of ``reserve`` would take it over ``limit``, so that an agent
+        attaching near its budget is compacted first; else ``FAR_S`` from now."""
         if tokens >= limit:
             return self._at if self._at is not None else now
         if not self.steps or self.turn_tokens <= 0 or self._at is None:
+            if margin and reserve and self._at is not None and tokens + reserve > limit:
+                return self._at  # only its history seen, and its first turn may not fit: due now
             return now + FAR_S
         ahead = max(self._burst(), reserve) if margin else 0.0  # the last turn: large, or average
         room = max(0.0, limit - tokens - ahead)

@@ -4,6 +4,7 @@ moves the trigger and the scheduler's order, so that another such turn fits the 
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from ipc.client import AgentLink
 from ipc.context import Context
 from ipc.sections import Section
 from watcher.eval.harness import DaemonProcess
-from watcher.planning.lookahead import Lookahead
+from watcher.planning.lookahead import FAR_S, Lookahead
 from watcher.planning.planner import Watermarks
 from watcher.serve.jobs import Jobs
 from watcher.serve.session import Session
@@ -42,6 +43,31 @@ def test_the_schedulers_order_counts_the_largest_turn_lately() -> None:
     assert streak.lookahead.largest(16_000) > 6_000 > plain.lookahead.largest(16_000)
     assert Jobs.deadline(streak) < Jobs.deadline(plain)
     assert Jobs.due(streak) == Jobs.due(plain)
+
+
+def test_an_agent_seen_only_attaching_near_its_budget_is_due_at_once() -> None:
+    """Its history alone seen (no turn yet, so when its first comes is not known): due when its
+    history last grew if its largest turn lately would take it over its budget, else far ahead (the
+    scheduler's aging serves it). By the budget alone (Jobs.due) both are far ahead."""
+    marks = Watermarks(24_000, 0.15, 0.7)  # high 20 400, low 16 800: a reserve of 3 600
+
+    def session(name: str, history: list[int]) -> Session:
+        la, total = Lookahead(), 0
+        for k, grew in enumerate(history):  # appended back to back at attach: the start
+            total += grew
+            la.observe(total, 100.0 + 0.01 * k)
+        assert la.steps == 0
+        sec = Section(f"{name}-all", "tool_result", "x", tokens=total)
+        return Session(name, "s", b"peer", marks, ctx=Context([sec]), lookahead=la)
+
+    streak = session("streak", [8_000, 3_100, 6_100, 2_100])  # 19 300, one turn after 6 100
+    calm = session("calm", [8_000, *[1_100] * 10])  # 19 000
+    at = 100.0 + 0.01 * 3
+    assert Jobs.deadline(streak) == at  # 19 300 + 5 795 > 24 000
+    assert Jobs.deadline(calm) > time.monotonic() + FAR_S / 2  # 19 000 + 3 600 fits
+    assert Jobs.due(streak) > time.monotonic() + FAR_S / 2
+    la = streak.lookahead
+    assert la.deadline(19_300, 24_000, 200.0, margin=False, reserve=5_795) == 200.0 + FAR_S
 
 
 def _sec(agent: str, n: int, tokens: int) -> Section:
