@@ -23,5 +23,7 @@ def find(o, key):
 
 
 for f in sorted(glob.glob(f"{sys.argv[1]}/*.json")):
-    s = find(json.load(open(f)), "stalls") or []
-    print(f.split("/")[-1], len(s), sorted((x["turn_tokens"], x["before_tokens"], x["cause"], x["ms"]) for x in s))
+    with open(f) as fh:
+        s = find(json.load(fh), "stalls") or []
+    rows = sorted((x["turn_tokens"], x["before_tokens"], x["cause"], x["ms"]) for x in s)
+    print(f.split("/")[-1], len(s), rows)
