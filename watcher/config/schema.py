@@ -369,7 +369,8 @@ class CompactionConfig:
     lookahead: bool = key(
         default=True,
         doc="Start compacting early: when the context is projected (growth per turn x time a digest"
-        " takes) to reach the high watermark before the digest would be ready. false = at the high"
+        " takes) to reach the high watermark before the digest would be ready, and far enough under"
+        " it that a turn as large as the agent's largest lately fits the budget. false = at the high"
         " watermark.",
     )
 
