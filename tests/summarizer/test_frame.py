@@ -19,7 +19,7 @@ from watcher.eval.trajectories import load_many
 from watcher.planning.planner import digest_target
 
 CASES = Path(__file__).resolve().parents[3] / "shared" / "cilogbench"
-PER_DIGEST_SCORED = 256  # tokens the model scores per digest here (the test's time bound)
+PER_DIGEST_SCORED = 128  # tokens the model scores per digest here (the test's time bound)
 GISTED = 4  # regions (the first with prose of as many trajectories) also digested with gists
 
 
