@@ -13,7 +13,9 @@ Per agent, running estimates (exponentially weighted moving averages):
   step, not starting forever; its growth per second (``rate``) is measured over windows of at
   least ``RATE_WINDOW_S`` whatever its steps;
 * **the largest turn lately** (``tail``): at each step the larger of that step's tokens and the
-  tail so far times ``TAIL_DECAY``; each append of the history sent at attach counts as a turn too.
+  tail so far times ``TAIL_DECAY``; each append of the history sent at attach counts as a turn too,
+  and a history seen at once (a SNAPSHOT, or one append of many sections: an agent resuming its
+  session through the proxy or an adapter) counts its last sections, oldest first (:meth:`history`).
   Tool output sizes run in streaks (an agent that has just read a 6 000-token log or file reads
   another soon: the same test run again, the next file), and a turn larger than the reserve above
   the high watermark is what stalls an agent;
@@ -44,6 +46,7 @@ digest when the context reaches that limit (watcher.serve.modelrun). Everything 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 ALPHA = 0.3  # weight of the newest observation
@@ -55,6 +58,9 @@ RATE_WINDOW_S = 1.0  # growth per second is averaged over windows at least this 
 START_MAX_S = 10.0  # growth back to back from the first change on is the history for this long at most
 STEP_MAX_S = 1.0  # a step of growth back to back lasts this long at most: a stream is many steps
 TAIL_DECAY = 0.95  # the largest turn lately keeps this share a turn (6 000 tokens: 10 turns to 3 600)
+HISTORY_SECTIONS = 100  # a history seen at once counts its last this many sections (0.95**100 < 1 %)
+TURN_KINDS = frozenset({"user", "assistant", "tool_call", "tool_result", "other"})  # not a system
+# prompt nor a digest of an earlier compaction: what the agent's turns add (ipc.sections.KINDS)
 
 
 @dataclass
@@ -78,6 +84,20 @@ class Lookahead:
     rate: float = 0.0  # EWMA tokens of growth per second, over windows of >= RATE_WINDOW_S
     _rate_at: float = 0.0  # when the current window began
     _rate_grown: int = 0  # growth in the current window
+
+    @property
+    def seen(self) -> bool:
+        """Has any change been observed (the first one is the agent's history, or its start)?"""
+        return self._at is not None
+
+    def history(self, sizes: Iterable[int]) -> None:
+        """The tokens of the sections of a history seen at once, oldest first (the last
+        ``HISTORY_SECTIONS`` of them, of the ``TURN_KINDS``, by the caller): each counts as a turn
+        for the largest turn lately, as each append of a history sent turn after turn does. Called
+        before the first :meth:`observe`; a section is a turn or part of one, so a streak fades here
+        at least as fast as when its turns are seen."""
+        for n in sizes:
+            self.tail = max(float(n), self.tail * TAIL_DECAY)
 
     def observe(self, tokens: int, now: float) -> None:
         """The context now holds ``tokens`` (called on every change; unchanged = no-op)."""

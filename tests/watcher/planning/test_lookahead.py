@@ -235,3 +235,26 @@ def test_a_step_continued_keeps_one_tail() -> None:
     for k in range(1, 5):  # one step of 4 x 1 000 tokens, 50 ms apart
         la.observe(100 + 1_000 * k, 4.0 + 0.05 * k)
     assert la.steps == 2 and la.tail == 4_000
+
+
+def test_a_history_seen_at_once_tells_the_largest_turn_as_its_appends_would() -> None:
+    """A history that arrives in one SNAPSHOT (an agent resuming its session through the proxy or an
+    adapter) has its sections counted as the turns of one appended section by section are: the same
+    tail from the last section on, and the same plan before the agent's first turn."""
+    sizes = [2_000, 3_100, 6_000, 2_100]
+    appended = Lookahead()
+    appended.history(sizes[:1])  # what the daemon passes on the first change: its sections
+    t = 0
+    for k, size in enumerate(sizes):
+        t += size
+        appended.observe(t, 0.01 * k)
+    at_once = Lookahead()
+    assert not at_once.seen
+    at_once.history(sizes)
+    at_once.observe(sum(sizes), 0.0)
+    assert at_once.seen and at_once.steps == 0
+    assert at_once.tail == appended.tail == 6_000 * TAIL_DECAY
+    assert at_once.tokens_ahead(reserve=RESERVE, fit=FIT) == at_once.tail_over(RESERVE, FIT) > 2_000
+    calm = Lookahead()
+    calm.history([8_000, *[1_000] * 40])  # a large section long ago has faded under the reserve
+    assert calm.tail_over(RESERVE, FIT) == 0

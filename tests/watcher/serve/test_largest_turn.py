@@ -76,12 +76,16 @@ def _sec(agent: str, n: int, tokens: int) -> Section:
 
 
 @pytest.mark.slow
-async def test_an_agent_whose_history_holds_a_large_output_is_compacted_for_another(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sent", ["appends", "snapshot"])
+async def test_an_agent_whose_history_holds_a_large_output_is_compacted_for_another(
+    tmp_path: Path, sent: str
+) -> None:
     """A real daemon (no model), budget 24 000 (high watermark 20 400, low 16 800: a reserve of
-    3 600). Two agents attach with histories of 19 000 tokens, back to back; one history ends with
-    a 6 000-token tool output and a turn of 2 000. Its context is compacted at once, far enough under its high
-    watermark that another 6 000-token turn fits its budget; the other, whose turns fit its reserve,
-    is left as it is (under its trigger)."""
+    3 600). Two agents attach with histories of 19 000 tokens, one append per section back to back,
+    or all in one SNAPSHOT (an agent resuming its session through the proxy or an adapter); one
+    history ends with a 6 000-token tool output and a turn of 2 000. Its context is compacted at
+    once, far enough under its high watermark that another 6 000-token turn fits its budget; the
+    other, whose turns fit its reserve, is left as it is (under its trigger)."""
     proc = DaemonProcess(tmp_path, None, model=False)
     await proc.wait_ready(30)
     try:
@@ -94,8 +98,11 @@ async def test_an_agent_whose_history_holds_a_large_output_is_compacted_for_anot
         for link, turns in histories.items():
             welcome = await link.connect()
             assert (welcome["high_watermark"], welcome["low_watermark"]) == (20_400, 16_800)
-            for n, tokens in enumerate(turns):
-                await link.append(_sec(link.agent, n, tokens), wait=True)
+            sections = [_sec(link.agent, n, tokens) for n, tokens in enumerate(turns)]
+            if sent == "snapshot":
+                await link.snapshot(sections)
+            for sec in sections if sent == "appends" else ():
+                await link.append(sec, wait=True)
             assert link.context.tokens == 19_000
         proposal = await asyncio.wait_for(streak.proposals.get(), 30)
         assert await streak.apply(proposal)
@@ -104,7 +111,7 @@ async def test_an_agent_whose_history_holds_a_large_output_is_compacted_for_anot
         assert plain.proposals.empty()  # 19 000 is under its trigger: nothing to do yet
         looks = [(await link.status())["agents"][0]["lookahead"] for link in (streak, plain)]
         assert looks[0]["largest_turn_tokens"] == round(6_000 * 0.95)  # one turn since
-        assert looks[1]["largest_turn_tokens"] == 1_000
+        assert looks[1]["largest_turn_tokens"] == round(4_000 * 0.95**15)  # its first section, faded
         for link in histories:
             await link.close()
     finally:
