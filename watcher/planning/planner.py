@@ -68,6 +68,16 @@ class Watermarks:
     def low(self) -> int:
         return int(self.budget * min(self.low_ratio, 1.0 - self.reserve))
 
+    @property
+    def reserve_tokens(self) -> int:
+        """The tokens above the high watermark: the agent's, for its next turn."""
+        return self.budget - self.high
+
+    @property
+    def fit_tokens(self) -> int:
+        """The largest turn a plan can make room for: the tokens above the low watermark."""
+        return self.budget - self.low
+
 
 @dataclass(frozen=True)
 class Plan:

@@ -100,7 +100,7 @@ class Jobs:
         context already in its reserve is due at its next turn (Lookahead.deadline), and so is one
         that a turn as large as its largest lately would take over its budget."""
         marks, la = state.marks, state.lookahead
-        least = max(marks.budget - marks.high, la.largest(marks.budget - marks.low))
+        least = max(marks.reserve_tokens, la.largest(marks.fit_tokens))
         return la.deadline(state.ctx.tokens, marks.budget, time.monotonic(), reserve=least)
 
     @staticmethod
@@ -160,7 +160,7 @@ class Jobs:
         if not self.hub.cfg.compaction.lookahead:
             return 0
         marks, la = state.marks, state.lookahead
-        reserve, fit = marks.budget - marks.high, marks.budget - marks.low  # for the largest turn lately
+        reserve, fit = marks.reserve_tokens, marks.fit_tokens  # for the largest turn lately
         model_s = self.model_s()
         if model_s is not None:
             ahead = la.tokens_ahead(model_s, reserve=reserve, fit=fit)
