@@ -166,3 +166,33 @@ def _wired(proxy: Proxy) -> float:
     return sum(
         get("compactd_proxy_digests_applied_total", {"rule": r}) or 0 for r in ("free", "worth", "needed")
     )
+
+
+async def test_a_resumed_conversation_tells_the_daemon_its_largest_turn(
+    anthropic_upstream: ModelServer, daemon: DaemonProcess
+) -> None:
+    """A conversation the proxy first sees mid-session (its whole history in the first request) is
+    sent to the daemon as one SNAPSHOT: the look-ahead counts its sections as turns, so a large tool
+    output a few turns back is the agent's largest turn lately before it has taken one of its own
+    (watcher.planning.lookahead, Lookahead.history; it was 0 before stop 42)."""
+    async with Proxy(proxy_settings(anthropic_upstream.url, daemon.endpoint)) as proxy:
+        async with aiohttp.ClientSession() as http:
+            url, history = start("openai", f"http://127.0.0.1:{proxy.port}")
+            for i in range(1, 7):
+                turn = openai_turn(i)
+                if i == 4:  # a long test log
+                    turn[1]["content"] = "\n".join(_output(i) for _ in range(12))
+                history += turn
+            body = {"model": "smollm2", "max_tokens": 1, "messages": history}
+            async with http.post(url, json=body) as r:
+                assert r.status == 200, await r.text()
+            await _settle(proxy)
+        link = next(iter(proxy.conversations)).link
+        assert link is not None
+        agent = (await link.status())["agents"][0]
+        sizes = [s.tokens for s in link.context if s.kind != "system"]
+        big = max(sizes)
+        after = len(sizes) - 1 - sizes.index(big)  # sections after the long log: each a turn that fades it
+        others = sorted(sizes)[-2]
+        assert big > 3 * others and after >= 4, sizes
+        assert agent["lookahead"]["largest_turn_tokens"] == round(big * 0.95**after) > others, (agent, sizes)
