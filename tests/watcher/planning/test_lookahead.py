@@ -222,7 +222,8 @@ def test_the_history_sent_at_attach_tells_the_largest_turn() -> None:
         t += size
         la.observe(t, 0.01 * k)
     assert la.steps == 0
-    assert la.tail == 6_000 * TAIL_DECAY  # (the first append is the baseline) one turn since
+    assert la.tail == 6_000 * TAIL_DECAY  # one turn since (the first append is the baseline to
+    # observe; the daemon passes its sections to Lookahead.history: the test below)
     assert la.tokens_ahead(reserve=RESERVE, fit=FIT) == la.tail_over(RESERVE, FIT) > 2_000
     assert la.tokens_ahead() == 0  # without the room: as before
 
