@@ -198,6 +198,7 @@ def _bench_load_trajectories(args: argparse.Namespace) -> int:
             config=args.config,
             seed=args.seed,
             max_agents=args.max_agents,
+            attach=args.attach,
         )
         result = asyncio.run(run_traj_load(settings, progress=lambda m: print(m, file=sys.stderr)))
         if args.plot:

@@ -253,6 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bl.add_argument("--no-model", action="store_true", help="run the daemon without a model")
     bl.add_argument(
+        "--attach",
+        choices=("appends", "snapshot"),
+        default="appends",
+        help="with --trajectories: each agent sends its history at the start one append per turn "
+        "(default), or in one SNAPSHOT (as the proxy sends a conversation it first sees mid-session)",
+    )
+    bl.add_argument(
         "--config", metavar="FILE", help="config file for the daemon (default: none, the defaults)"
     )
     bl.add_argument("--seed", type=int, default=1, help="random seed (default 1)")

@@ -1,6 +1,7 @@
 """A tiny `compactd bench load --trajectories` (3 agents, short steps, no model) through the real
 command and real daemons: the report has the knee and the per-step figures, the plot is written,
-and the knee goal (>= 200 agents), impossible with 3 agents, makes the command exit 1."""
+and the knee goal (>= 200 agents), impossible with 3 agents, makes the command exit 1. An agent's
+history goes one append per turn or in one SNAPSHOT (`--attach`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,17 @@ import json
 from pathlib import Path
 
 import pytest
+import zmq.asyncio
 
 from tests.fixtures.cli import compactd
 from tests.fixtures.trajectories import require
 from watcher.cli.evaluate import parse_agents
-from watcher.eval.bench.loadagents import STALL_CAUSES, stall_cause
+from watcher.eval.bench.loadagents import STALL_CAUSES, AgentPlan, LoadAgent, stall_cause
+from watcher.eval.bench.loadtraj import TrajLoadSettings
+from watcher.eval.harness import DaemonProcess
+from watcher.eval.replay import token_counter
+from watcher.eval.trajectories import load_many
+from watcher.planning.lookahead import HISTORY_SECTIONS, TURN_KINDS, Lookahead
 
 MINI = require() / "mini-swe-agent"
 
@@ -116,3 +123,42 @@ def test_a_stall_says_whether_load_or_the_turn_made_it() -> None:
     assert stall_cause(20_400, 3_601, 20_400, 24_000) == "turn_over_headroom"  # at the high watermark
     assert stall_cause(19_292, 6_173, 20_400, 24_000) == "turn_over_headroom"
     assert stall_cause(20_000, 3_000, 20_400, 24_000) == "other"  # it fit: the stall was something else
+
+
+@pytest.mark.parametrize("attach", ["appends", "snapshot"])
+async def test_an_agent_sends_its_history_one_turn_at_a_time_or_in_one_snapshot(
+    tmp_path: Path, attach: str
+) -> None:
+    """`--attach`: the history up to the agent's fill reaches a real daemon one append per turn, or
+    in one SNAPSHOT: one change to the mirror, whose sections the look-ahead counts as turns for the
+    agent's largest turn lately (watcher.planning.lookahead, Lookahead.history), as it counts the
+    appends."""
+    traj = load_many([sorted(MINI.glob("*.traj.json"))[0]], count=token_counter(False))[0]
+    plan = AgentPlan("load-0000", traj, interval=5.0, fill=0.9, first_turn_s=0.0)
+    proc = DaemonProcess(tmp_path, None, model=False)
+    await proc.wait_ready(30)
+    ctx = zmq.asyncio.Context()
+    agent = LoadAgent(plan, proc.endpoint, 24_000, ctx, attach)
+    try:
+        await agent.start()
+        sent = list(agent.link.context)
+        assert agent.tally.start_tokens == agent.link.context.tokens > 0.5 * agent.tally.high
+        status = (await agent.link.status())["agents"][0]
+        assert (status["tokens"], status["sections"]) == (agent.tally.start_tokens, len(sent))
+        largest = status["lookahead"]["largest_turn_tokens"]
+        if attach == "snapshot":
+            assert status["version"] == 1
+            la = Lookahead()
+            la.history(s.tokens for s in sent[-HISTORY_SECTIONS:] if s.kind in TURN_KINDS)
+            assert largest == round(la.tail) > 0
+        else:
+            assert status["version"] > 1 and largest > 0
+    finally:
+        await agent.close()
+        ctx.destroy(0)
+        proc.stop()
+
+
+def test_attach_is_checked() -> None:
+    with pytest.raises(ValueError, match="--attach must be one of appends, snapshot"):
+        TrajLoadSettings(paths=(Path("x"),), attach="stream")

@@ -10,7 +10,9 @@ an *overflow*. Proposals are applied as they arrive. After the call the agent "t
 interval, drawn once per agent from ``interval`` (seeded), then its next turn arrives.
 
 Where an agent starts: it first appends the turns of its trajectory up to a fill of its high
-watermark drawn per agent from ``START_FILL`` (turn 0, the prompt and task, always). So the agents
+watermark drawn per agent from ``START_FILL`` (turn 0, the prompt and task, always), one append per
+turn, back to back (``attach="appends"``, as an agent replaying its session does), or all in one
+SNAPSHOT (``attach="snapshot"``, as the proxy sends a conversation it first sees mid-session). So the agents
 start at staggered points and most of them cross their watermarks within a bounded run (with a
 24k budget the high watermark is 20.4k tokens; from 50-95 % of it, the median turn of these
 trajectories, ~350 tokens, and one turn every 6 s on average, most agents reach it in one or two
@@ -54,6 +56,7 @@ from watcher.eval.replay import wait_for_room
 from watcher.eval.trajectories import Trajectory
 
 START_FILL: Final = (0.5, 0.95)  # of the high watermark, drawn per agent
+ATTACH: Final = ("appends", "snapshot")  # how an agent sends its history at the start
 LINK_TIMEOUT_S: Final = 30.0  # a large turn on a busy daemon: the append waits this long at most
 
 
@@ -129,9 +132,12 @@ def plans(trajs: list[Trajectory], n: int, interval: tuple[float, float], seed: 
 
 
 class LoadAgent:
-    def __init__(self, plan: AgentPlan, endpoint: str, budget: int, ctx: zmq.asyncio.Context) -> None:
+    def __init__(
+        self, plan: AgentPlan, endpoint: str, budget: int, ctx: zmq.asyncio.Context, attach: str = "appends"
+    ) -> None:
         self.plan = plan
         self.budget = budget
+        self.attach = attach
         self.link = AgentLink(
             endpoint, agent=plan.name, budget=budget, timeout_s=LINK_TIMEOUT_S, zmq_context=ctx
         )
@@ -142,20 +148,26 @@ class LoadAgent:
         self._pending: list[Section] = []  # the first timed turn, drawn in start()
 
     async def start(self) -> None:
-        """Attach, and append turns up to this agent's starting fill (untimed)."""
+        """Attach, and send the turns up to this agent's starting fill (untimed): one append per
+        turn, or one SNAPSHOT of them all (``attach``)."""
         welcome = await self.link.connect()
         t = self.tally
         t.high, t.low = int(welcome.get("high_watermark", 0)), int(welcome.get("low_watermark", 0))
         target = self.plan.fill * (t.high or self.budget)
-        first = True
+        history: list[Section] = []
+        tokens = 0
         while True:
             turn = next(self.turns)
             size = sum(s.tokens for s in turn)
-            if not first and self.link.context.tokens + size > target:
+            if history and tokens + size > target:
                 self._pending = turn  # the first timed turn
                 break
-            await self.link.append(*turn, wait=True)
-            first = False
+            if self.attach == "appends":
+                await self.link.append(*turn, wait=True)
+            history += turn
+            tokens += size
+        if self.attach == "snapshot":
+            await self.link.snapshot(history)
         t.start_tokens = self.link.context.tokens
         self._applier = asyncio.create_task(self._apply_forever(), name=f"applier-{self.plan.name}")
 

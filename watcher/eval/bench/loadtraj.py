@@ -43,7 +43,7 @@ import zmq.asyncio
 
 from ipc.client import LinkError
 from watcher.eval.bench.goals import BenchError, Goal, exercised, in_range, judge
-from watcher.eval.bench.loadagents import STALL_CAUSES, AgentTally, LoadAgent, plans
+from watcher.eval.bench.loadagents import ATTACH, STALL_CAUSES, AgentTally, LoadAgent, plans
 from watcher.eval.bench.procstat import Sampler, ask_status
 from watcher.eval.harness import ReplayError, running_daemon
 from watcher.eval.replay import token_counter
@@ -72,10 +72,13 @@ class TrajLoadSettings:
     interval: tuple[float, float] = (2.0, 10.0)
     stall_timeout: float = 30.0
     max_agents: int = MAX_AGENTS  # the doubling past the ladder stops here
+    attach: str = "appends"  # how each agent sends its history at the start (loadagents.ATTACH)
 
     def __post_init__(self) -> None:
         if not self.paths:
             raise ValueError("--trajectories needs at least one file")
+        if self.attach not in ATTACH:
+            raise ValueError(f"--attach must be one of {', '.join(ATTACH)}, not {self.attach!r}")
         in_range(
             agents=(max(self.agents, default=0), 1, self.max_agents),
             max_agents=(self.max_agents, 1, MAX_AGENTS),
@@ -112,7 +115,8 @@ async def run_step(s: TrajLoadSettings, trajs: list[Trajectory], n: int) -> dict
             ctx = zmq.asyncio.Context()
             ctx.set(zmq.MAX_SOCKETS, n + 64)  # one socket per agent, plus STATUS probes (default 1023)
             agents = [
-                LoadAgent(p, daemon.endpoint, s.budget, ctx) for p in plans(trajs, n, s.interval, s.seed)
+                LoadAgent(p, daemon.endpoint, s.budget, ctx, s.attach)
+                for p in plans(trajs, n, s.interval, s.seed)
             ]
             load0 = os.getloadavg()[0]
             try:
@@ -273,6 +277,7 @@ async def run_traj_load(
             "turn_interval_s": list(s.interval),
             "stall_timeout_s": s.stall_timeout,
             "max_agents": s.max_agents,
+            "attach": s.attach,
             "cpus": os.cpu_count(),
         },
     }
