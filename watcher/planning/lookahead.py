@@ -46,6 +46,7 @@ digest when the context reaches that limit (watcher.serve.modelrun). Everything 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -90,14 +91,19 @@ class Lookahead:
         """Has any change been observed (the first one is the agent's history, or its start)?"""
         return self._at is not None
 
-    def history(self, sizes: Iterable[int]) -> None:
-        """The tokens of the sections of a history seen at once, oldest first (the last
-        ``HISTORY_SECTIONS`` of them, of the ``TURN_KINDS``, by the caller): each counts as a turn
-        for the largest turn lately, as each append of a history sent turn after turn does. Called
-        before the first :meth:`observe`; a section is a turn or part of one, so a streak fades here
-        at least as fast as when its turns are seen."""
-        for n in sizes:
-            self.tail = max(float(n), self.tail * TAIL_DECAY)
+    def history(self, sections: Iterable[tuple[str, int]]) -> None:
+        """A history seen at once: its sections' (kind, tokens), oldest first. The last
+        ``HISTORY_SECTIONS`` of them, of the ``TURN_KINDS``, each count as a turn for the largest
+        turn lately, as each append of a history sent turn after turn does. Called before the first
+        :meth:`observe`; a section is a turn or part of one, so a streak fades here at least as fast
+        as when its turns are seen."""
+        for kind, n in deque(sections, maxlen=HISTORY_SECTIONS):
+            if kind in TURN_KINDS:
+                self._fade_in(n)
+
+    def _fade_in(self, turn: int) -> None:
+        """The largest turn lately, after a turn of ``turn`` tokens."""
+        self.tail = max(float(turn), self.tail * TAIL_DECAY)
 
     def observe(self, tokens: int, now: float) -> None:
         """The context now holds ``tokens`` (called on every change; unchanged = no-op)."""
@@ -107,7 +113,7 @@ class Lookahead:
         grew = tokens - self._tokens
         starting = now - self._start < START_MAX_S
         if grew > 0 and not self.steps and now - self._at < TURN_GAP_S and starting:
-            self.tail = max(float(grew), self.tail * TAIL_DECAY)  # the history's turns are turns it took
+            self._fade_in(grew)  # the history's turns are turns it took
             self._tokens, self._at, self._step_at = tokens, now, now  # the history catching up at
             return  # attach (appends back to back from the first one on): the start, not a turn
         if grew > 0:
@@ -137,7 +143,7 @@ class Lookahead:
             self._rate_at, self._rate_grown = now, 0
 
     def _learn(self, grew: int, dt: float) -> None:
-        self.tail = max(float(grew), self.tail * TAIL_DECAY)
+        self._fade_in(grew)
         if self.steps:
             diff = grew - self.turn_tokens
             self.turn_tokens += ALPHA * diff

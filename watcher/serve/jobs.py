@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +19,6 @@ from summarizer.digest import Item, Summarizer
 from summarizer.headtail import HeadTailSummarizer
 from watcher.observe import logs
 from watcher.planning.baselines import MaskPlan
-from watcher.planning.lookahead import HISTORY_SECTIONS, TURN_KINDS
 from watcher.planning.planner import Plan, Watermarks, early_cap
 from watcher.planning.policies import PlanInputs, Planned
 from watcher.serve import records
@@ -72,7 +70,7 @@ class Jobs:
     def maybe_compact(self, state: Session) -> None:
         la = state.lookahead
         if not la.seen:  # the first change: the history at once (a SNAPSHOT), or its first append
-            la.history(s.tokens for s in deque(state.ctx, maxlen=HISTORY_SECTIONS) if s.kind in TURN_KINDS)
+            la.history((s.kind, s.tokens) for s in state.ctx)
         la.observe(state.ctx.tokens, time.monotonic())  # O(1): growth per turn
         if state.hurry is not None and state.ctx.tokens >= state.hurry_at:
             state.hurry.set()  # the model's digest is late: its job digests deterministically now

