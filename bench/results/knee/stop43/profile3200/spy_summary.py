@@ -19,7 +19,9 @@ def name(frame: str) -> str:
 def main(path: str, top: int) -> None:
     groups: dict[str, tuple[collections.Counter[str], collections.Counter[str]]] = {}
     totals: collections.Counter[str] = collections.Counter()
-    for line in open(path, encoding="utf-8"):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for line in lines:
         stack, _, count = line.rstrip().rpartition(" ")
         n = int(count)
         frames = stack.split(";")
@@ -27,8 +29,8 @@ def main(path: str, top: int) -> None:
         totals[group] += n
         inc, own = groups.setdefault(group, (collections.Counter(), collections.Counter()))
         seen: set[str] = set()
-        for f in frames[1:]:
-            k = name(f)
+        for frame in frames[1:]:
+            k = name(frame)
             if k not in seen:
                 inc[k] += n
                 seen.add(k)
