@@ -67,6 +67,30 @@ def _snap_tail(tail: str) -> str:
     return tail
 
 
+_MARKER_LINE = re.compile(r"^\s*\[… \d+ chars omitted; recall [^\]\s]+\]\s*$")
+
+
+def _line_at(text: str, pos: int) -> tuple[int, int]:
+    """(start, end) of the line of `text` holding position `pos` (end: its newline or the end)."""
+    end = text.find("\n", pos)
+    return text.rfind("\n", 0, pos) + 1, len(text) if end < 0 else end
+
+
+def _whole_markers(text: str, head: str, tail: str) -> tuple[str, str]:
+    """`head` and `tail` (a prefix and a suffix of `text`) without a piece of an omission marker: a
+    marker line that a cut falls inside goes whole (the new marker stands for it). A text cut again
+    (a rendering with markers of its own cut to a smaller room) would otherwise show a fragment such
+    as ``recall d1#s00169]`` on a line of its own."""
+    start, end = _line_at(text, len(head))
+    if start < len(head) < end and _MARKER_LINE.match(text[start:end]):
+        head = text[: max(0, start - 1)]
+    cut = len(text) - len(tail)
+    start, end = _line_at(text, cut)
+    if tail and start < cut < end and _MARKER_LINE.match(text[start:end]):
+        tail = text[end + 1 :]
+    return head, tail
+
+
 def _head_tail(text: str, max_chars: int, ref: str) -> tuple[str, int]:
     if len(text) <= max_chars:
         return text, 0
@@ -76,6 +100,7 @@ def _head_tail(text: str, max_chars: int, ref: str) -> tuple[str, int]:
     head_n = budget // 2
     head = _snap_head(text[:head_n])
     tail = _snap_tail(text[len(text) - (budget - head_n) :]) if budget > head_n else ""
+    head, tail = _whole_markers(text, head, tail)
     n = len(text) - len(head) - len(tail)
     return f"{head}\n{omission(n, ref)}\n{tail}", n
 
@@ -255,7 +280,6 @@ class Renderer:
 _GOLDEN = 0.6180339887498949  # the low-discrepancy step of `Renderer.scorable`
 _RANK_LINE_MAX = 2000  # longer lines are not ranked (a line is shown whole or not at all)
 _WORDY = re.compile(r"[^\W\d_]{3,}")
-_MARKER_LINE = re.compile(r"^\s*\[… \d+ chars omitted; recall [^\]\s]+\]\s*$")
 
 
 def _rankable_line(line: str) -> bool:

@@ -75,6 +75,26 @@ def test_head_tail_bounds_and_line_boundaries(max_chars: int) -> None:
         assert text[len(text) - len(tail) - 1] == "\n"
 
 
+def test_head_tail_of_a_rendering_never_shows_a_piece_of_its_markers() -> None:
+    """A compressed rendering cut again to a smaller room (a digest's section line) keeps each of its
+    own omission markers whole or drops it whole: never a fragment such as `recall t1#42]` alone."""
+    rendering = squeeze(mini("pytest-dev__pytest-6197", 109)).text
+    assert len(MARKER.findall(rendering)) >= 2
+    whole = re.compile(rf"^\s*{MARKER.pattern}\s*$")
+    starts = [0] + [i + 1 for i, c in enumerate(rendering) if c == "\n"]
+    cut = 0
+    for k in starts:  # each end of the rendering comes near a marker in some of these texts
+        for text in (rendering[k:], rendering[: max(k - 1, 0)]):
+            for max_chars in range(60, min(len(text), 240), 3):
+                out = head_tail(text, max_chars, REF)
+                assert len(out) <= max_chars
+                lines = out.split("\n")
+                pieces = [ln for ln in lines if ("recall " in ln or "omitted" in ln) and not whole.match(ln)]
+                assert not pieces, (k, max_chars, pieces)
+                cut += len(lines) > 1
+    assert cut > 100
+
+
 def test_head_tail_smaller_than_marker_is_just_the_marker() -> None:
     text = mini("pytest-dev__pytest-6197", 109)
     assert head_tail(text, 10, REF) == omission(len(text), REF)
