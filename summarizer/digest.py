@@ -414,9 +414,10 @@ class Summarizer:
     ) -> tuple[int, str]:
         """Let the model rank lines (one prefill of at most `cap` tokens): those the rules leave in
         the region's logs and test runs, and (ranking "all") those of the other sections the rules'
-        digest cuts to fit (`cut`), the largest first, at least MIN_SHARE tokens each. Returns
-        (tokens scored, why not: "" when it scored). On a timeout or a model error the renderings
-        stay deterministic and the summarizer backs off (degraded)."""
+        digest cuts to fit (`cut`) and the file reads its compressor shows the ends of (whose other
+        lines the model may choose: Renderer.slice), the largest first, at least MIN_SHARE tokens
+        each. Returns (tokens scored, why not: "" when it scored). On a timeout or a model error the
+        renderings stay deterministic and the summarizer backs off (degraded)."""
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0, self.degraded_reason or "model backing off"
@@ -426,7 +427,8 @@ class Summarizer:
             return 0, "deadline: no time to score"
         own = _to_score(items)
         logs = [it.id for it in own if rankable(it.text) and renderers.of(it).plan is not None]
-        others = [it for it in own if it.id in cut and it.id not in logs and self.ranking == "all"]
+        slices = {it.id for it in own if renderers.of(it).slice is not None}
+        others = [it for it in own if it.id in cut | slices and it.id not in logs and self.ranking == "all"]
         others.sort(key=lambda it: -len(it.text))
         room = max(0, cap // MIN_SHARE - len(logs))
         chosen = set(logs) | {it.id for it in others[:room]}

@@ -18,7 +18,7 @@ from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
 from summarizer.compress.logs import LogPlan, compress_log, compress_test
 from summarizer.compress.out import Compressed, omission
-from summarizer.compress.outline import compress_file, compress_listing
+from summarizer.compress.outline import FileSlice, compress_file, compress_listing, file_slice
 from summarizer.compress.select import Budget
 from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
 
@@ -165,21 +165,28 @@ class Renderer:
         if budgeted and (clean is None or self.lines_cut):
             clean = clean_text(self.body)
         self.plan = LogPlan(self.body, self.kind, clean or "") if budgeted else None
+        # a file read its compressor shows the ends of: the model ranks all its lines instead
+        self.slice: FileSlice | None = None
+        if self.active and not self.binary and self.kind == "file":
+            self.slice = file_slice(self.body)
         self._natural: tuple[str, int, int] | None = None
+        self._rules: tuple[str, str, int] | None = None
         self.model_lines = 0  # in the last rendering: lines shown because the model ranked them
         self.ranked_lines = 0  # ... and all lines its ranking chose (the rules might have shown some)
         self.ranks: dict[int, float] = {}  # other kinds: the model's scores of lines of `base()`
+        # (of a file slice: of its lines, FileSlice.lines)
         self.cut = False  # the last rendering dropped lines to fit its `max_chars`
 
     def rank(self, scores: Mapping[int, float]) -> None:
         """Let the model's scores of some lines order what is shown: for logs and test runs the lines
         the rules leave (by index in the body); for other kinds the lines of `base()` kept when it
-        must be cut (instead of its head and tail)."""
+        must be cut (instead of its head and tail); for a file slice its lines (FileSlice.lines),
+        of which those of the highest scores are shown instead of its ends."""
         if self.plan is not None:
             self.plan.ranks = dict(scores)
-            self._natural = None
         else:
             self.ranks = dict(scores)
+        self._natural = None
 
     def base(self) -> str:
         """What this section shows when it is not cut: its compressed rendering, or its text."""
@@ -194,12 +201,15 @@ class Renderer:
         and test runs: the body's lines the rules leave (compress.select.candidates). Other kinds:
         the lines of `base()` that could be shown (not its compressor header, kept always; not an
         omission marker; with a few letters), spread over the whole text (the order of a
-        low-discrepancy sequence, so that a share of them samples the head, the middle and the end)."""
+        low-discrepancy sequence, so that a share of them samples the head, the middle and the end).
+        A file slice: its lines (not only the ends its rendering shows), in the same order."""
         if self.plan is not None:
             raw = self.plan.lines.raw
             return [(i, raw[i]) for i in self.plan.candidates()]
-        lines = self.base().split("\n")
-        first = 1 if self.active else 0
+        if self.slice is not None:
+            lines, first = list(self.slice.lines), 0
+        else:
+            lines, first = self.base().split("\n"), 1 if self.active else 0
         ok = [i for i in range(first, len(lines)) if _rankable_line(lines[i])]
         ok.sort(key=lambda i: ((i - first) * _GOLDEN) % 1.0)
         return [(i, lines[i]) for i in ok]
@@ -210,6 +220,8 @@ class Renderer:
         if self.plan is not None:
             ranks: Mapping[int, float] = self.plan.ranks
             lines = self.plan.lines.raw
+        elif self.slice is not None:
+            ranks, lines = self.ranks, list(self.slice.lines)
         else:
             ranks, lines = self.ranks, self.base().split("\n")
         order = sorted((i for i in ranks if 0 <= i < len(lines)), key=lambda i: (-ranks[i], i))
@@ -237,8 +249,10 @@ class Renderer:
             header = f"binary-like output: {len(self.body)} chars, {share} undecodable or control characters"
             found = _wrap(self.env, header, omission(len(self.body), self.ref)), len(self.body), 0
         elif self.plan is None:
-            header, body, n = _COMPRESSORS[self.kind](self.body, self.ref)
+            header, body, n = self._compressed()
             found = _wrap(self.env, header, body), n, 0
+            if self.slice is not None and self.ranks:
+                found = self._sliced(header, body) or found
         else:
             limits = None if max_chars is None else Budget.at_most(max(0, max_chars - len(self.env.prefix)))
             for _ in range(8):  # fit the wrapped result: shrink the lines' budget by the overflow
@@ -252,6 +266,41 @@ class Renderer:
             self._natural = found
         return found
 
+    def _compressed(self) -> tuple[str, str, int]:
+        """The compressor's (header, body, dropped chars) for a kind without a log plan, once."""
+        if self._rules is None:
+            self._rules = _COMPRESSORS[self.kind](self.body, self.ref)
+        return self._rules
+
+    def _plain(self) -> str:
+        """What a file slice shows without the model's ranks (its ends), as `render` would."""
+        header, body, _ = self._compressed()
+        text = _wrap(self.env, header, body)
+        return text if len(text) < len(self.text) else self.text
+
+    def _sliced(self, header: str, body: str) -> tuple[str, int, int] | None:
+        """A file slice's rendering with the lines of the highest scores in the room of its ends
+        (each run of other lines an omission marker), or None when that shows none but its ends."""
+        assert self.slice is not None
+        note = self.slice.note
+        room = len(body) - (len(note) + 1 if note else 0)
+        lines = self.slice.lines
+        cut = _ranked_cut("\n".join(lines), self.ranks, room, self.ref, keep_first=False)
+        if cut is None:
+            return None
+        text, dropped, chosen, _ = cut
+        added = len(set(chosen) - self.slice.ends())
+        if not added:
+            return None
+        return _wrap(self.env, header, f"{note}\n{text}" if note else text), dropped, added
+
+    def _ranks_in(self, out: str) -> Mapping[int, float]:
+        """The model's scores as indices of the lines of `out` (a rendering of this section)."""
+        if self.slice is None:
+            return self.ranks
+        by_line = {self.slice.lines[i]: s for i, s in self.ranks.items() if 0 <= i < len(self.slice.lines)}
+        return {j: by_line[ln] for j, ln in enumerate(out.split("\n")) if ln in by_line}
+
     def render(self, max_chars: int | None = None) -> Compressed:
         out, dropped = self.text, 0
         self.model_lines = self.ranked_lines = 0
@@ -264,8 +313,9 @@ class Renderer:
                 self.cut = n > 0 and max_chars is not None and self.plan is not None
         if max_chars is not None and len(out) > max_chars:
             self.cut = True
-            rules, n = _head_tail(out, max_chars, self.ref)
-            ranked = _ranked_cut(out, self.ranks, max_chars, self.ref, keep_first=self.active)
+            # the rules' cut (of a file slice: of its ends, as `out` may show the model's lines)
+            rules, n = _head_tail(self._plain() if self.slice is not None else out, max_chars, self.ref)
+            ranked = _ranked_cut(out, self._ranks_in(out), max_chars, self.ref, keep_first=self.active)
             shown = set(rules.split("\n"))
             added = 0 if ranked is None else sum(1 for i in ranked[2] if ranked[3][i] not in shown)
             if ranked is not None and added:  # the model's choice differs from the head and tail
@@ -273,6 +323,8 @@ class Renderer:
                 self.model_lines, self.ranked_lines = added, len(ranked[2])
             else:
                 out = rules
+                if self.slice is not None:
+                    self.model_lines = self.ranked_lines = 0
             dropped += n
         return Compressed(out, self.kind, min(dropped, len(self.text)))
 

@@ -70,20 +70,54 @@ def _imports_note(pairs: list[tuple[int, str]]) -> str | None:
     return f"imports ({len(names)}, {span}): " + ", ".join(unique[:12]) + more
 
 
-def compress_file(body: str, ref: str) -> tuple[str, str, int]:
-    lines = body.split("\n")
-    pairs, numbered = _numbered(lines)
+_HEAD, _TAIL = 10, 5  # a file read without an outline shows its first and last lines
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A file read the outline cannot summarize (fewer than two definitions: a slice inside one
+    function) with more lines than its ends: `compress_file` shows its first and last lines, and
+    the model may choose other lines in their room (summarizer.compress.Renderer)."""
+
+    lines: tuple[str, ...]  # every line, numbered as compress_file shows it
+    note: str | None  # the imports note compress_file puts first
+
+    def ends(self) -> frozenset[int]:
+        """The indices of the lines compress_file shows."""
+        n = len(self.lines)
+        return frozenset((*range(_HEAD), *range(n - _TAIL, n)))
+
+
+def _parse(body: str) -> tuple[list[tuple[int, str]], bool, list[tuple[int, str]]]:
+    """(numbered lines, whether the text carried the numbers, the outline's definitions)."""
+    pairs, numbered = _numbered(body.split("\n"))
     python = sum(1 for _, c in pairs if _PY_DEF.match(c)) > 0 and sum(
         1 for _, c in pairs if c.rstrip().endswith((";", "{"))
     ) < 0.1 * len(pairs)
+    return pairs, numbered, [(num, code) for num, code in pairs if _is_definition(code, python)]
+
+
+def _shown(num: int, code: str) -> str:
+    return f"{num:>6}\t{code.rstrip()}"
+
+
+def file_slice(body: str) -> FileSlice | None:
+    """The file read as a FileSlice when compress_file would show only its ends, else None."""
+    pairs, _, defs = _parse(body)
+    if len(defs) >= 2 or len(pairs) <= _HEAD + _TAIL:
+        return None
+    return FileSlice(tuple(_shown(num, code) for num, code in pairs), _imports_note(pairs))
+
+
+def compress_file(body: str, ref: str) -> tuple[str, str, int]:
+    pairs, numbered, defs = _parse(body)
     out = Out(ref)
     if note := _imports_note(pairs):
         out.note(note)
-    defs = [(num, code) for num, code in pairs if _is_definition(code, python)]
     if len(defs) < 2:  # a slice inside one function: show its ends instead of an empty outline
-        defs = pairs[:10] + pairs[-5:] if len(pairs) > 15 else pairs
+        defs = pairs[:_HEAD] + pairs[-_TAIL:] if len(pairs) > _HEAD + _TAIL else pairs
     for num, code in defs[:120] + defs[-30:] if len(defs) > 150 else defs:
-        out.keep(f"{num:>6}\t{code.rstrip()}")
+        out.keep(_shown(num, code))
     out.omit(max(0, len(body) - sum(len(ln) + 1 for ln in out.lines)))
     first, last = (pairs[0][0], pairs[-1][0]) if pairs else (0, 0)
     where = f"lines {first}-{last}" + ("" if numbered else " of output (numbered here)")

@@ -103,3 +103,50 @@ def test_prose_offers_its_lines_and_its_best_ranked_line() -> None:
     assert set(cands) == {0, 1, 4}  # not the blank line, not a line of two letters
     r.rank({0: 2.0, 1: 7.5, 4: 3.0})
     assert r.best_line() == "The bug is in parse_list in src/parse.py line 40."
+
+
+def _slice() -> str:
+    """`cat -n` of a slice inside one C function: no outline, so the compressor shows its ends."""
+    body = [f"    tok = next_token(p, {k}); if (tok == TK_NONE) continue;" for k in range(200)]
+    body[117] = "    if (ast_id(ast) == TK_IFDEF && !sugar_ifdef(opt, ast)) return AST_ERROR;"
+    lines = ["    static int counter = 0;", *body, "    return AST_OK;"]
+    return "\n".join(f"{n:>6}\t{code}" for n, code in enumerate(lines, start=400))
+
+
+def test_a_file_slice_shows_the_model_s_lines_in_the_room_of_its_ends() -> None:
+    """A file read its compressor can only show the ends of (no outline): the model ranks all its
+    lines, and the best ranked ones take the ends' room, whole and verbatim in their order; without
+    ranks, or with ranks that agree with the ends, it is the compressor's rendering."""
+    text = _slice()
+    plain, ranked = Renderer(text, ref="a1#s3"), Renderer(text, ref="a1#s3")
+    assert plain.kind == "file" and plain.slice is not None and len(plain.slice.lines) == 202
+    rules = plain.render().text
+    assert "TK_IFDEF" not in rules and "   400\t" in rules  # its ends
+    cands = ranked.scorable()
+    best = next(i for i, ln in cands if "TK_IFDEF" in ln)
+    assert best == 118 and {i for i, _ in cands[:8]} & set(range(60, 140))  # the middle is offered
+    ranked.rank({i: (9.0 if i == best else 1.0 / (1 + i)) for i, _ in cands})
+    mod = ranked.render().text
+    assert "TK_IFDEF" in mod and len(mod) <= len(rules) + 1
+    assert mod.split("\n")[0] == rules.split("\n")[0]  # the compressor's header stays
+    raw = text.split("\n")
+    shown = [ln for ln in mod.split("\n")[1:] if not ln.startswith("[… ")]
+    assert all(ln in raw for ln in shown)  # whole lines of the read, in their order
+    assert [raw.index(ln) for ln in shown] == sorted(raw.index(ln) for ln in shown)
+    ends = set(rules.split("\n"))
+    assert ranked.model_lines == sum(1 for ln in shown if ln not in ends) >= 1
+    assert ranked.best_line() is not None and "TK_IFDEF" in ranked.best_line()
+    # cut to fit a digest: the model's lines still win over the ends' head and tail
+    small = ranked.render(max_chars=300).text
+    assert len(small) <= 300 and "TK_IFDEF" in small and ranked.model_lines >= 1
+    assert plain.render(max_chars=300).text.count("TK_IFDEF") == 0 and plain.model_lines == 0
+    # ranks that agree with the ends change nothing and count nothing
+    agree = Renderer(text, ref="a1#s3")
+    agree.rank({i: 1.0 for i, ln in cands if ln in ends})
+    assert agree.render().text == rules and agree.model_lines == 0
+
+
+def test_a_file_with_an_outline_is_no_slice() -> None:
+    assert Renderer(_source(), ref="a1#s1").slice is None
+    short = Renderer("\n".join(f"{n:>6}\tx = {n}  # " + "pad " * 25 for n in range(1, 16)), ref="a1#s1")
+    assert short.active and short.kind == "file" and short.slice is None  # all its lines are shown
