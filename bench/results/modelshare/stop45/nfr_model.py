@@ -48,7 +48,9 @@ def main() -> None:
     model.digest = counted  # type: ignore[method-assign]
     marks = Watermarks(N.BUDGET, N.RESERVE, min(AUTO_LOW, 1 - N.RESERVE - AUTO_BAND))
     how = argparse.Namespace(
-        strategy="optimistic", lookahead_tokens=args.lookahead, evidence_sigmas=N.ScoreParams().evidence_sigmas
+        strategy="optimistic",
+        lookahead_tokens=args.lookahead,
+        evidence_sigmas=N.ScoreParams().evidence_sigmas,
     )
     S = "/tmp/shared/trajectories"
     T = [
