@@ -18,7 +18,7 @@ from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
 from summarizer.compress.logs import LogPlan, compress_log, compress_test
 from summarizer.compress.out import Compressed, omission
-from summarizer.compress.outline import FileSlice, compress_file, compress_listing, file_slice
+from summarizer.compress.outline import FileRead, FileSlice, compress_file, compress_listing
 from summarizer.compress.select import Budget
 from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
 
@@ -166,9 +166,10 @@ class Renderer:
             clean = clean_text(self.body)
         self.plan = LogPlan(self.body, self.kind, clean or "") if budgeted else None
         # a file read its compressor shows the ends of: the model ranks all its lines instead
-        self.slice: FileSlice | None = None
-        if self.active and not self.binary and self.kind == "file":
-            self.slice = file_slice(self.body)
+        self._file = (
+            FileRead.parse(self.body) if self.active and not self.binary and self.kind == "file" else None
+        )
+        self.slice: FileSlice | None = self._file.slice() if self._file is not None else None
         self._natural: tuple[str, int, int] | None = None
         self._rules: tuple[str, str, int] | None = None
         self.model_lines = 0  # in the last rendering: lines shown because the model ranked them
@@ -269,7 +270,12 @@ class Renderer:
     def _compressed(self) -> tuple[str, str, int]:
         """The compressor's (header, body, dropped chars) for a kind without a log plan, once."""
         if self._rules is None:
-            self._rules = _COMPRESSORS[self.kind](self.body, self.ref)
+            file = self._file
+            self._rules = (
+                file.render(len(self.body), self.ref)
+                if file
+                else _COMPRESSORS[self.kind](self.body, self.ref)
+            )
         return self._rules
 
     def _plain(self) -> str:
@@ -282,7 +288,7 @@ class Renderer:
         """A file slice's rendering with the lines of the highest scores in the room of its ends
         (each run of other lines an omission marker), or None when that shows none but its ends."""
         assert self.slice is not None
-        note = self.slice.note
+        note = body.split("\n", 1)[0] if self.slice.noted else None  # as the compressor wrote it
         room = len(body) - (len(note) + 1 if note else 0)
         lines = self.slice.lines
         cut = _ranked_cut("\n".join(lines), self.ranks, room, self.ref, keep_first=False)

@@ -80,7 +80,7 @@ class FileSlice:
     the model may choose other lines in their room (summarizer.compress.Renderer)."""
 
     lines: tuple[str, ...]  # every line, numbered as compress_file shows it
-    note: str | None  # the imports note compress_file puts first
+    noted: bool  # compress_file's rendering starts with a note of the imports
 
     def ends(self) -> frozenset[int]:
         """The indices of the lines compress_file shows."""
@@ -88,40 +88,53 @@ class FileSlice:
         return frozenset((*range(_HEAD), *range(n - _TAIL, n)))
 
 
-def _parse(body: str) -> tuple[list[tuple[int, str]], bool, list[tuple[int, str]]]:
-    """(numbered lines, whether the text carried the numbers, the outline's definitions)."""
-    pairs, numbered = _numbered(body.split("\n"))
-    python = sum(1 for _, c in pairs if _PY_DEF.match(c)) > 0 and sum(
-        1 for _, c in pairs if c.rstrip().endswith((";", "{"))
-    ) < 0.1 * len(pairs)
-    return pairs, numbered, [(num, code) for num, code in pairs if _is_definition(code, python)]
-
-
 def _shown(num: int, code: str) -> str:
     return f"{num:>6}\t{code.rstrip()}"
 
 
-def file_slice(body: str) -> FileSlice | None:
-    """The file read as a FileSlice when compress_file would show only its ends, else None."""
-    pairs, _, defs = _parse(body)
-    if len(defs) >= 2 or len(pairs) <= _HEAD + _TAIL:
-        return None
-    return FileSlice(tuple(_shown(num, code) for num, code in pairs), _imports_note(pairs))
+@dataclass(frozen=True)
+class FileRead:
+    """A file read parsed once: its numbered lines, whether the text carried the numbers, and the
+    outline's definitions. `compress_file` renders it; `slice` says whether the model may choose."""
+
+    pairs: list[tuple[int, str]]
+    numbered: bool
+    defs: list[tuple[int, str]]
+    note: str | None
+
+    @classmethod
+    def parse(cls, body: str) -> FileRead:
+        pairs, numbered = _numbered(body.split("\n"))
+        python = sum(1 for _, c in pairs if _PY_DEF.match(c)) > 0 and sum(
+            1 for _, c in pairs if c.rstrip().endswith((";", "{"))
+        ) < 0.1 * len(pairs)
+        defs = [(num, code) for num, code in pairs if _is_definition(code, python)]
+        return cls(pairs, numbered, defs, _imports_note(pairs))
+
+    def slice(self) -> FileSlice | None:
+        """The read as a FileSlice when its rendering shows only its ends, else None."""
+        if len(self.defs) >= 2 or len(self.pairs) <= _HEAD + _TAIL:
+            return None
+        return FileSlice(tuple(_shown(num, code) for num, code in self.pairs), self.note is not None)
+
+    def render(self, chars: int, ref: str) -> tuple[str, str, int]:
+        """(header, body, dropped chars) of a read of `chars` characters: the outline, or the ends."""
+        pairs, defs = self.pairs, self.defs
+        out = Out(ref)
+        if self.note:
+            out.note(self.note)
+        if len(defs) < 2:  # a slice inside one function: show its ends instead of an empty outline
+            defs = pairs[:_HEAD] + pairs[-_TAIL:] if len(pairs) > _HEAD + _TAIL else pairs
+        for num, code in defs[:120] + defs[-30:] if len(defs) > 150 else defs:
+            out.keep(_shown(num, code))
+        out.omit(max(0, chars - sum(len(ln) + 1 for ln in out.lines)))
+        first, last = (pairs[0][0], pairs[-1][0]) if pairs else (0, 0)
+        where = f"lines {first}-{last}" + ("" if self.numbered else " of output (numbered here)")
+        return f"file read: {where}, {len(defs)} outline entries", out.render(), out.dropped
 
 
 def compress_file(body: str, ref: str) -> tuple[str, str, int]:
-    pairs, numbered, defs = _parse(body)
-    out = Out(ref)
-    if note := _imports_note(pairs):
-        out.note(note)
-    if len(defs) < 2:  # a slice inside one function: show its ends instead of an empty outline
-        defs = pairs[:_HEAD] + pairs[-_TAIL:] if len(pairs) > _HEAD + _TAIL else pairs
-    for num, code in defs[:120] + defs[-30:] if len(defs) > 150 else defs:
-        out.keep(_shown(num, code))
-    out.omit(max(0, len(body) - sum(len(ln) + 1 for ln in out.lines)))
-    first, last = (pairs[0][0], pairs[-1][0]) if pairs else (0, 0)
-    where = f"lines {first}-{last}" + ("" if numbered else " of output (numbered here)")
-    return f"file read: {where}, {len(defs)} outline entries", out.render(), out.dropped
+    return FileRead.parse(body).render(len(body), ref)
 
 
 # ------------------------------------------------------------------------------------------- listings

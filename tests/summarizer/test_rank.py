@@ -144,6 +144,13 @@ def test_a_file_slice_shows_the_model_s_lines_in_the_room_of_its_ends() -> None:
     agree = Renderer(text, ref="a1#s3")
     agree.rank({i: 1.0 for i, ln in cands if ln in ends})
     assert agree.render().text == rules and agree.model_lines == 0
+    # an imports note stays first, as the compressor wrote it
+    noted = Renderer('   399\t#include "ponyc.h"\n' + text, ref="a1#s3")
+    assert noted.slice is not None and noted.slice.noted
+    note = noted.render().text.split("\n")[1]
+    assert note.startswith("imports (1, ") and "ponyc.h" in note
+    noted.rank({i + 1: s for i, s in ranked.ranks.items()})
+    assert noted.render().text.split("\n")[1] == note and "TK_IFDEF" in noted.render().text
 
 
 def test_a_file_with_an_outline_is_no_slice() -> None:
