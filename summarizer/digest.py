@@ -43,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from summarizer import gist
-from summarizer.compress import Renderer, binary_like, head_tail, rankable
+from summarizer.compress import binary_like, head_tail, rankable
 from summarizer.engine import EngineSettings, Generation, LlamaEngine
 from summarizer.gguf import ModelError, ScoringUnsupported
 from summarizer.items import Gist, Item, Ranks
@@ -101,10 +101,11 @@ class Digest:
     ranked_ahead: int = 0  # sections ranked from scores the model read ahead (Item.ranks)
 
 
-def _pick_ahead(text: str, count: Callable[[str], int], max_tokens: int) -> list[tuple[int, str]]:
-    """The lines of a section the model would rank in a digest, within `max_tokens` (Renderer.scorable:
-    the rendering does not depend on the digest's archive reference, so neither do the indices)."""
-    return pick_lines([Renderer(text, ref=AHEAD_REF)], count, max_tokens)[0]
+def _pick_ahead(item: Item, count: Callable[[str], int], max_tokens: int) -> list[tuple[int, str]]:
+    """The lines of a section the model would rank in a digest, within `max_tokens` (Renderer.scorable
+    of the section's Renderer as a digest makes it: the rendering does not depend on the digest's
+    archive reference, so neither do the indices)."""
+    return pick_lines([Renderers(AHEAD_REF).of(item)], count, max_tokens)[0]
 
 
 def _to_score(items: Sequence[Item]) -> list[Item]:
@@ -325,7 +326,7 @@ class Summarizer:
         engine = self.engine
         if engine is None or not self._model_usable() or max_tokens <= 0:
             return None
-        picked = await self._off(_pick_ahead, item.text, self.count, max_tokens)
+        picked = await self._off(_pick_ahead, item, self.count, max_tokens)
         if not picked:
             return ()
         timeout = min(self.gist_budget_s, engine.settings.timeout_s) if timeout_s is None else timeout_s

@@ -44,7 +44,9 @@ class Renderers:
 
     def of(self, it: Item) -> Renderer:
         if it.id not in self._made:
-            self._made[it.id] = Renderer(it.text, ref=f"{self.ref}#{it.id}")
+            self._made[it.id] = Renderer(
+                it.text, ref=f"{self.ref}#{it.id}", tool_output=it.kind == "tool_result"
+            )
         return self._made[it.id]
 
 

@@ -149,9 +149,14 @@ def _wrap(env: Envelope, header: str, body: str) -> str:
 
 class Renderer:
     """One tool output, prepared once (envelope, kind, and for logs and test runs the classified and
-    tiered lines), rendered at any size: `compress` is `Renderer(...).render(max_chars)`."""
+    tiered lines), rendered at any size: `compress` is `Renderer(...).render(max_chars)`.
+    `tool_output`: the text is what a tool returned, so a file read that shows only its ends may
+    show the model's lines instead (a slice: `sed -n 100,180p` cut it where it ends); False for what
+    an agent or a user wrote, whose first and last lines are their own words."""
 
-    def __init__(self, text: str, *, ref: str, kind: ContentKind | None = None) -> None:
+    def __init__(
+        self, text: str, *, ref: str, kind: ContentKind | None = None, tool_output: bool = True
+    ) -> None:
         self.text = text
         self.ref = ref
         self.env = split_envelope(text)
@@ -169,7 +174,7 @@ class Renderer:
         self._file = (
             FileRead.parse(self.body) if self.active and not self.binary and self.kind == "file" else None
         )
-        self.slice: FileSlice | None = self._file.slice() if self._file is not None else None
+        self.slice: FileSlice | None = self._file.slice() if self._file is not None and tool_output else None
         self._natural: tuple[str, int, int] | None = None
         self._rules: tuple[str, str, int] | None = None
         self.model_lines = 0  # in the last rendering: lines shown because the model ranked them

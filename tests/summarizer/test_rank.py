@@ -5,6 +5,8 @@ added is exact."""
 from __future__ import annotations
 
 from summarizer.compress import Renderer, rankable
+from summarizer.items import Item
+from summarizer.layout import Renderers
 from summarizer.select import pick_lines
 
 
@@ -157,3 +159,13 @@ def test_a_file_with_an_outline_is_no_slice() -> None:
     assert Renderer(_source(), ref="a1#s1").slice is None
     short = Renderer("\n".join(f"{n:>6}\tx = {n}  # " + "pad " * 25 for n in range(1, 16)), ref="a1#s1")
     assert short.active and short.kind == "file" and short.slice is None  # all its lines are shown
+
+
+def test_what_an_agent_wrote_is_no_slice() -> None:
+    """An agent's message that quotes code is detected as a file read too, but its first and last
+    lines are its own words (the plan, the next command): only a tool's output is a slice."""
+    text = _slice()
+    assert Renderer(text, ref="a1#s3", tool_output=False).slice is None
+    made = Renderers("a1")
+    assert made.of(Item("s3", "assistant", text, 900)).slice is None
+    assert made.of(Item("s4", "tool_result", text, 900)).slice is not None
