@@ -177,6 +177,7 @@ class Renderer:
         self.slice: FileSlice | None = self._file.slice() if self._file is not None and tool_output else None
         self._natural: tuple[str, int, int] | None = None
         self._rules: tuple[str, str, int] | None = None
+        self._plain_text: str | None = None  # (`_plain`, once)
         self.model_lines = 0  # in the last rendering: lines shown because the model ranked them
         self.ranked_lines = 0  # ... and all lines its ranking chose (the rules might have shown some)
         self.ranks: dict[int, float] = {}  # other kinds: the model's scores of lines of `base()`
@@ -285,9 +286,11 @@ class Renderer:
 
     def _plain(self) -> str:
         """What a file slice shows without the model's ranks (its ends), as `render` would."""
-        header, body, _ = self._compressed()
-        text = _wrap(self.env, header, body)
-        return text if len(text) < len(self.text) else self.text
+        if self._plain_text is None:
+            header, body, _ = self._compressed()
+            text = _wrap(self.env, header, body)
+            self._plain_text = text if len(text) < len(self.text) else self.text
+        return self._plain_text
 
     def _sliced(self, header: str, body: str) -> tuple[str, int, int] | None:
         """A file slice's rendering with the lines of the highest scores in the room of its ends
