@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import glob
 import re
 
 from ipc.sections import Section
@@ -44,6 +45,29 @@ from watcher.planning.scoring import ScoreParams, Scorer
 
 BUDGET, RESERVE, FRESH = 32000, 0.15, 4
 _NAMES_LINE = re.compile(rf"^{re.escape(NAMES_LABEL)}(.*)$", re.M)
+SHARED = "/tmp/shared/trajectories"  # ../shared/trajectories, linked where the bench scripts read it
+
+
+def shared_trajectories(root: str = SHARED) -> list[str]:
+    """The 12 shared trajectories' files, as bench/results/readahead/ab.sh plays them."""
+    return [
+        *sorted(glob.glob(f"{root}/mini-swe-agent/*.json")),
+        f"{root}/openhands/output.jsonl",
+        f"{root}/openhands-nunu0404/output.jsonl",
+        f"{root}/swe-agent/pydicom__pydicom-1458.traj",
+    ]
+
+
+def default_marks() -> Watermarks:
+    """The replay's watermarks: budget 32 000, reserve 0.15, the automatic low watermark."""
+    return Watermarks(BUDGET, RESERVE, min(AUTO_LOW, 1 - RESERVE - AUTO_BAND))
+
+
+def how(strategy: str = "optimistic", lookahead_tokens: int = 0) -> argparse.Namespace:
+    """A play's settings (`play`'s ``how``) as main's options give them, at the default scoring."""
+    return argparse.Namespace(
+        strategy=strategy, lookahead_tokens=lookahead_tokens, evidence_sigmas=ScoreParams().evidence_sigmas
+    )
 
 
 def play(
@@ -114,7 +138,7 @@ def main() -> None:
     args = ap.parse_args()
     count = token_counter(True)
     summ = Summarizer(None, count=count)
-    marks = Watermarks(BUDGET, RESERVE, min(AUTO_LOW, 1 - RESERVE - AUTO_BAND))
+    marks = default_marks()
     sentences = load_canaries(args.canaries) if args.canaries else []
     needed = kept = regretted = compacted = 0
     pooled = CanaryTally()

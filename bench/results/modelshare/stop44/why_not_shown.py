@@ -12,7 +12,6 @@ fit, how many were logs the model ranks, the target, and whether the sections we
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import sys
 from collections import Counter
@@ -24,10 +23,8 @@ from summarizer.compress import rankable
 from summarizer.digest import Summarizer, _facts_of
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.layout import Renderers
-from watcher.config.agents import AUTO_BAND, AUTO_LOW
 from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import load_many
-from watcher.planning.planner import Watermarks
 from watcher.runtime.paths import default_model_path
 
 
@@ -80,19 +77,8 @@ def main() -> None:
         return d
 
     det.digest = both  # type: ignore[method-assign]
-    marks = Watermarks(N.BUDGET, N.RESERVE, min(AUTO_LOW, 1 - N.RESERVE - AUTO_BAND))
-    how = argparse.Namespace(
-        strategy="optimistic",
-        lookahead_tokens=args.lookahead,
-        evidence_sigmas=N.ScoreParams().evidence_sigmas,
-    )
-    S = "/tmp/shared/trajectories"
-    T = [
-        *sorted(glob.glob(f"{S}/mini-swe-agent/*.json")),
-        f"{S}/openhands/output.jsonl",
-        f"{S}/openhands-nunu0404/output.jsonl",
-        f"{S}/swe-agent/pydicom__pydicom-1458.traj",
-    ]
+    marks, how = N.default_marks(), N.how("optimistic", args.lookahead)
+    T = N.shared_trajectories()
     for t in load_many(T, count=count):
         N.play(t, det, marks, how)
     print(json.dumps({"lookahead": args.lookahead, **dict(sorted(tally.items()))}))

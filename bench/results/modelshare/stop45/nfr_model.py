@@ -11,7 +11,6 @@ PYTHONPATH=TREE .venv/bin/python bench/results/modelshare/stop45/nfr_model.py 30
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import sys
 from collections import Counter
@@ -21,10 +20,8 @@ import nfr_offline as N
 
 from summarizer.digest import Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
-from watcher.config.agents import AUTO_BAND, AUTO_LOW
 from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import load_many
-from watcher.planning.planner import Watermarks
 from watcher.runtime.paths import default_model_path
 
 
@@ -46,19 +43,8 @@ def main() -> None:
         return d
 
     model.digest = counted  # type: ignore[method-assign]
-    marks = Watermarks(N.BUDGET, N.RESERVE, min(AUTO_LOW, 1 - N.RESERVE - AUTO_BAND))
-    how = argparse.Namespace(
-        strategy="optimistic",
-        lookahead_tokens=args.lookahead,
-        evidence_sigmas=N.ScoreParams().evidence_sigmas,
-    )
-    S = "/tmp/shared/trajectories"
-    T = [
-        *sorted(glob.glob(f"{S}/mini-swe-agent/*.json")),
-        f"{S}/openhands/output.jsonl",
-        f"{S}/openhands-nunu0404/output.jsonl",
-        f"{S}/swe-agent/pydicom__pydicom-1458.traj",
-    ]
+    marks, how = N.default_marks(), N.how("optimistic", args.lookahead)
+    T = N.shared_trajectories()
     needed = kept = 0
     lost: list[str] = []
     for t in load_many(T, count=count):
