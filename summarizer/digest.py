@@ -109,10 +109,8 @@ def _pick_ahead(item: Item, count: Callable[[str], int], max_tokens: int) -> lis
 
 
 def _to_score(items: Sequence[Item]) -> list[Item]:
-    """The sections a digest's model job may score: not earlier digests, not those read ahead with
-    nothing to rank (`()`). A section read ahead is ranked further: the read-ahead reads a few
-    hundred tokens of it, the job the lines after those (Renderer.scorable leaves out lines ranked)."""
-    return [it for it in items if it.kind != "digest" and it.ranks != ()]
+    """The sections a digest's model job may score: not earlier digests, not those read ahead."""
+    return [it for it in items if it.kind != "digest" and it.ranks is None]
 
 
 def approx_tokens(text: str) -> int:
@@ -230,8 +228,7 @@ class Summarizer:
     ) -> int:
         """How many tokens the model would read for a digest of `items` at most (0 without a usable
         model), scoring at most `model_tokens` (the job's budget; None: `score_max_tokens`): what the
-        scheduler's look-ahead needs to budget a model job from the measured prefill rate. A section
-        read ahead counts whole: what is left of it to rank is not known before it is rendered."""
+        scheduler's look-ahead needs to budget a model job from the measured prefill rate."""
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0
@@ -419,11 +416,9 @@ class Summarizer:
         """Let the model rank lines (one prefill of at most `cap` tokens): those the rules leave in
         the region's logs and test runs, and (ranking "all") those of the other sections the rules'
         digest cuts to fit (`cut`) and the file reads its compressor shows the ends of (whose other
-        lines the model may choose: Renderer.slice), those not read ahead first, then the largest,
-        at least MIN_SHARE tokens each; of a section read ahead, the lines its read did not reach
-        (its scores and these rank it together). Returns (tokens scored, why not: "" when it
-        scored). On a timeout or a model error the renderings stay deterministic and the summarizer
-        backs off (degraded)."""
+        lines the model may choose: Renderer.slice), the largest first, at least MIN_SHARE tokens
+        each. Returns (tokens scored, why not: "" when it scored). On a timeout or a model error the
+        renderings stay deterministic and the summarizer backs off (degraded)."""
         engine = self.engine
         if engine is None or not self._model_usable():
             return 0, self.degraded_reason or "model backing off"
@@ -435,7 +430,7 @@ class Summarizer:
         logs = [it.id for it in own if rankable(it.text) and renderers.of(it).plan is not None]
         slices = {it.id for it in own if renderers.of(it).slice is not None}
         others = [it for it in own if it.id in cut | slices and it.id not in logs and self.ranking == "all"]
-        others.sort(key=lambda it: (it.ranks is not None, -len(it.text)))  # sections not read ahead first
+        others.sort(key=lambda it: -len(it.text))
         room = max(0, cap // MIN_SHARE - len(logs))
         chosen = set(logs) | {it.id for it in others[:room]}
         sections = [renderers.of(it) for it in own if it.id in chosen]

@@ -188,12 +188,11 @@ class Renderer:
         """Let the model's scores of some lines order what is shown: for logs and test runs the lines
         the rules leave (by index in the body); for other kinds the lines of `base()` kept when it
         must be cut (instead of its head and tail); for a file slice its lines (FileSlice.lines),
-        of which those of the highest scores are shown instead of its ends. Scores add to those
-        given before (a section read ahead, then ranked further by its digest's model job)."""
+        of which those of the highest scores are shown instead of its ends."""
         if self.plan is not None:
-            self.plan.ranks = {**self.plan.ranks, **scores}
+            self.plan.ranks = dict(scores)
         else:
-            self.ranks = {**self.ranks, **scores}
+            self.ranks = dict(scores)
         self._natural = None
 
     def base(self) -> str:
@@ -210,16 +209,15 @@ class Renderer:
         the lines of `base()` that could be shown (not its compressor header, kept always; not an
         omission marker; with a few letters), spread over the whole text (the order of a
         low-discrepancy sequence, so that a share of them samples the head, the middle and the end).
-        A file slice: its lines (not only the ends its rendering shows), in the same order. Lines
-        ranked already (`rank`: read ahead) are not offered again."""
+        A file slice: its lines (not only the ends its rendering shows), in the same order."""
         if self.plan is not None:
-            raw, done = self.plan.lines.raw, self.plan.ranks
-            return [(i, raw[i]) for i in self.plan.candidates() if i not in done]
+            raw = self.plan.lines.raw
+            return [(i, raw[i]) for i in self.plan.candidates()]
         if self.slice is not None:
             lines, first = list(self.slice.lines), 0
         else:
             lines, first = self.base().split("\n"), 1 if self.active else 0
-        ok = [i for i in range(first, len(lines)) if _rankable_line(lines[i]) and i not in self.ranks]
+        ok = [i for i in range(first, len(lines)) if _rankable_line(lines[i])]
         ok.sort(key=lambda i: ((i - first) * _GOLDEN) % 1.0)
         return [(i, lines[i]) for i in ok]
 

@@ -289,7 +289,7 @@ async def test_lines_read_ahead_rank_a_digest_without_the_models_time(
     """The model's scores of a section's lines, read ahead of any digest (`Summarizer.read_ahead`),
     rank what the section shows in a digest of a region holding it: a digest with no model at all (the
     worker's) shows the model's choice of lines, only quotes, and the model's digest of the same region
-    ranks on from where the reads stopped. A section too small to rank reads as () and costs no prefill."""
+    reads nothing for those sections. A section too small to rank reads as () and costs no prefill."""
     from dataclasses import replace
 
     from summarizer.frame import unquoted
@@ -297,7 +297,7 @@ async def test_lines_read_ahead_rank_a_digest_without_the_models_time(
     count = engine.count_tokens
     summ = Summarizer(engine, count=count)
     regions = _regions(trajectories, model_path, 16, 11)
-    tried = chosen = further = 0
+    tried = chosen = 0
     for region in regions:
         t = sum(i.tokens for i in region.items) // 2
         det = await Summarizer(None, count=count).digest(region.items, "a1", t)
@@ -318,19 +318,13 @@ async def test_lines_read_ahead_rank_a_digest_without_the_models_time(
             assert worker.model_lines >= 1 and worker.text != det.text and worker.model_skipped == ""
         else:
             assert worker.text == det.text
-        # a model job ranks on where the reads stopped: the lines of each section they did not reach
-        assert summ.model_input_tokens(ahead, t) <= summ.model_input_tokens(region.items, t)
-        before = engine.scored_tokens_total
+        assert summ.model_input_tokens(ahead, t) == 0  # read ahead: nothing left for a model job
         again = await summ.digest(ahead, "a1", t)
-        assert again.ranked_ahead == worker.ranked_ahead and unquoted(again.text, region.items) == []
-        assert again.scored_tokens <= summ.score_cap() + count(NEUTRAL_PREFIX)
-        evaluated = engine.scored_tokens_total - before  # (the prefix's last token is read again)
-        assert again.scored_tokens <= evaluated <= again.scored_tokens + count(NEUTRAL_PREFIX)
-        further += again.scored_tokens > 0
+        assert again.scored_tokens == 0 and again.text == worker.text
         tried += 1
         if tried == 6:
             break
-    assert tried == 6 and chosen >= 2 and further >= 3, (tried, chosen, further)
+    assert tried == 6 and chosen >= 2, (tried, chosen)
     small = Item("s1", "assistant", "ok, done.", 3)
     before = engine.scored_tokens_total
     assert await summ.read_ahead(small, 96) == () and engine.scored_tokens_total == before

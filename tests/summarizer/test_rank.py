@@ -43,28 +43,8 @@ def test_ranked_lines_fill_after_the_failure_lines_whole_and_counted() -> None:
             assert "cache key 7f3a9c01 mismatched" in mod and "cache key 7f3a9c01" not in det
             assert ranked.model_lines >= 1
         assert plain.model_lines == 0
-    unranked = Renderer(text, ref="a1#s1")
-    unranked.rank({})
-    assert unranked.render(max_chars=1200).text == plain.render(max_chars=1200).text
-
-
-def test_a_section_read_ahead_is_ranked_further_where_its_read_stopped() -> None:
-    """A read ahead ranks the first lines `scorable()` offers; a digest's model job then ranks the
-    rest: the lines ranked already are not offered again (in the same order), and the scores of
-    both rank the section together."""
-    text = _log()
-    order = Renderer(text, ref="a1#s1").scorable()
-    read = [i for i, _ in order if i != 120][:20]
-    ahead = Renderer(text, ref="a1#s1")
-    ahead.rank(dict.fromkeys(read, 0.5))
-    rest = ahead.scorable()
-    assert rest == [c for c in order if c[0] not in read] and 120 in dict(rest)
-    picked = pick_lines([ahead], lambda t: len(t) // 4 + 1, 400)[0]
-    assert picked and not {i for i, _ in picked} & set(read)  # the job reads on, not again
-    ahead.rank({i: (9.0 if i == 120 else 0.1) for i, _ in rest})
-    assert ahead.plan is not None and set(ahead.plan.ranks) == {i for i, _ in order}
-    assert ahead.plan.ranks[read[0]] == 0.5 and ahead.scorable() == []
-    assert "cache key 7f3a9c01 mismatched" in ahead.render(max_chars=1200).text
+    ranked.rank({})
+    assert ranked.render(max_chars=1200).text == plain.render(max_chars=1200).text
 
 
 def test_pick_lines_shares_the_token_cap_and_keeps_line_order() -> None:

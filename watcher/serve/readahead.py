@@ -19,8 +19,7 @@ each read goes to the agent (of the :data:`AGENTS_TRIED` nearest their high wate
 region holds the fewest sections read, and there to the largest unread section. The scores go with
 the section into any digest of a region holding it (``Item.ranks``, watcher.serve.jobs.items_of),
 model job or deterministic one in the digest worker: the model's choice of lines without the
-model's time. A model job with time ranks the rest of such a section (the lines the read did not
-reach: summarizer.digest).
+model's time.
 
 A model job preempts a read in progress (:meth:`ReadAhead.preempt`: the engine stops at its next
 batch), and reading takes at most :data:`READ_SHARE` of the time (it pauses as long as it read, at
