@@ -6,8 +6,6 @@ omission marker (summarizer.compress's head/tail cut). From a tree's root, with 
 
 from __future__ import annotations
 
-import argparse
-import glob
 import re
 import sys
 from typing import Any
@@ -16,19 +14,11 @@ sys.path.insert(0, "bench")
 import nfr_offline as N
 
 from summarizer.digest import Digest, Item, Summarizer
-from watcher.config.agents import AUTO_BAND, AUTO_LOW
 from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import load_many
-from watcher.planning.planner import Watermarks
 
 FULL = re.compile(r"\[… \d+ chars omitted; recall [^\]\s]+\]")
-S = "/tmp/shared/trajectories"
-T = [
-    *sorted(glob.glob(f"{S}/mini-swe-agent/*.json")),
-    f"{S}/openhands/output.jsonl",
-    f"{S}/openhands-nunu0404/output.jsonl",
-    f"{S}/swe-agent/pydicom__pydicom-1458.traj",
-]
+T = N.shared_trajectories()
 
 
 def main() -> None:
@@ -45,13 +35,11 @@ def main() -> None:
         return d
 
     summ.digest = checked  # type: ignore[method-assign]
-    marks = Watermarks(N.BUDGET, N.RESERVE, min(AUTO_LOW, 1 - N.RESERVE - AUTO_BAND))
-    sigmas = N.ScoreParams().evidence_sigmas
+    marks = N.default_marks()
     for la in (0, 3000, 1000000):
         for strategy in ("optimistic", "recency"):
-            how = argparse.Namespace(strategy=strategy, lookahead_tokens=la, evidence_sigmas=sigmas)
             for traj in load_many(T, count=count):
-                N.play(traj, summ, marks, how)
+                N.play(traj, summ, marks, N.how(strategy, la))
     print(tally)
 
 

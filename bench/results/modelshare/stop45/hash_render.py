@@ -6,21 +6,17 @@ PYTHONPATH=TREE .venv/bin/python bench/results/modelshare/stop45/hash_render.py
 
 from __future__ import annotations
 
-import glob
 import hashlib
+import sys
+
+sys.path.insert(0, "bench")
+import nfr_offline as N
 
 from summarizer.compress import Renderer
 from watcher.eval.trajectories import load_many
 
-S = "/tmp/shared/trajectories"
-T = [
-    *sorted(glob.glob(f"{S}/mini-swe-agent/*.json")),
-    f"{S}/openhands/output.jsonl",
-    f"{S}/openhands-nunu0404/output.jsonl",
-    f"{S}/swe-agent/pydicom__pydicom-1458.traj",
-]
 h = hashlib.sha256()
-for t in load_many(T):
+for t in load_many(N.shared_trajectories()):
     for turn in t.turns:
         for sec in turn:
             r = Renderer(sec.text, ref="x")
