@@ -22,7 +22,8 @@ TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "trajectories"
 TOKENS = {"alpha": "alpha-secret-0123456789", "beta": "beta-secret-9876543210"}
 BUDGET = 20_000  # pytest-6197's first 60 turns hold ~60k tokens: compaction must happen
 TURNS = 60
-LLM_TIME = 0.2  # the model's own time per call (see watcher.eval.bench.adapters)
+LLM_TIME = 0.1  # the model's own time per call (see watcher.eval.bench.adapters)
+RESERVE = 0.3  # an adapter never waits: keep room for the digest latency (docs/INTEGRATIONS.md)
 
 
 @pytest.fixture

@@ -8,13 +8,10 @@ from typing import Any
 import pytest
 
 from ipc import SyncAgentLink
+from tests.integrations.conftest import BUDGET, LLM_TIME, RESERVE
 from watcher.eval.bench.adapters import Chat, approx_tokens
 from watcher.eval.bench.players import play_miniswe
 from watcher.eval.harness import DaemonProcess
-
-BUDGET = 20_000
-LLM_TIME = 0.2
-RESERVE = 0.3  # an adapter never waits: keep room for the digest latency (docs/INTEGRATIONS.md)
 
 
 @pytest.mark.parametrize("mode", ["agent", "model"])

@@ -6,13 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ipc import AgentLink
+from tests.integrations.conftest import BUDGET, LLM_TIME, RESERVE
 from watcher.eval.bench.adapters import Chat, approx_tokens
 from watcher.eval.bench.players import play_openai_agents
 from watcher.eval.harness import DaemonProcess
-
-BUDGET = 20_000
-LLM_TIME = 0.2
-RESERVE = 0.3  # an adapter never waits: keep room for the digest latency (docs/INTEGRATIONS.md)
 
 
 async def test_input_filter_keeps_every_call_in_the_window(

@@ -20,12 +20,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model servers: slow
 
 
 DIGEST_PREFIX = "[compactd digest"  # every digest message starts so
-WINDOW = 1500  # proxy-estimated tokens: a few turns of ~170 fill it
+WINDOW = 800  # proxy-estimated tokens: a few turns of ~90 fill it
 
 
 def _output(i: int) -> str:
     lines = [
-        f"    {j:3d}  def handler_{i}_{j}(request): return compute({i}, {j}, request.args)" for j in range(12)
+        f"    {j:3d}  def handler_{i}_{j}(request): return compute({i}, {j}, request.args)" for j in range(6)
     ]
     return f"$ sed -n 1,6p src/module_{i}.py\n" + "\n".join(lines)
 

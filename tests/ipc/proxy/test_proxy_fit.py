@@ -28,7 +28,7 @@ from watcher.eval.harness import DaemonProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-WINDOW = 1200  # proxy-estimated tokens: a turn is ~170, so the window is outgrown by turn 7
+WINDOW = 650  # proxy-estimated tokens: a turn is ~90, so the window is outgrown by turn 7
 HEADERS = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
 
 

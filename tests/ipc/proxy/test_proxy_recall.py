@@ -119,7 +119,7 @@ async def test_recall_from_the_archive_is_invisible_to_the_agent(
     api: str, scripted: tuple[Scripted, str], daemon: DaemonProcess
 ) -> None:
     upstream, url = scripted
-    async with Proxy(proxy_settings(url, daemon.endpoint, window=1500, recall_tool=True)) as proxy:
+    async with Proxy(proxy_settings(url, daemon.endpoint, window=800, recall_tool=True)) as proxy:
         answers = await _conversation(proxy, api, 14, settle=True)
     assert upstream.asked, f"no digest reached the upstream: {proxy.status()}"
     assert upstream.asked[0].startswith("a")  # an archive reference from a digest's header
@@ -137,7 +137,7 @@ async def test_recall_of_an_elided_message_without_a_daemon(
     scripted: tuple[Scripted, str], tmp_path: Path
 ) -> None:
     upstream, url = scripted
-    settings = proxy_settings(url, f"ipc://{tmp_path}/nobody.sock", window=1200, recall_tool=True)
+    settings = proxy_settings(url, f"ipc://{tmp_path}/nobody.sock", window=650, recall_tool=True)
     async with Proxy(settings) as proxy:
         answers = await _conversation(proxy, "anthropic", 12, settle=False)
         # a streaming request is forwarded as it is: no tool offered
@@ -163,7 +163,7 @@ async def test_recall_of_an_elided_message_without_a_daemon(
 
 async def test_llama_server_accepts_the_offered_tool(anthropic_upstream: ModelServer, tmp_path: Path) -> None:
     settings = proxy_settings(
-        anthropic_upstream.url, f"ipc://{tmp_path}/nobody.sock", window=1200, recall_tool=True
+        anthropic_upstream.url, f"ipc://{tmp_path}/nobody.sock", window=650, recall_tool=True
     )
     async with Proxy(settings) as proxy:
         for api in ("anthropic", "openai"):
