@@ -14,13 +14,11 @@ from typing import Any
 import pytest
 
 from ipc import SyncAgentLink
+from tests.integrations.conftest import BUDGET, LLM_TIME, RESERVE
 from watcher.eval.bench.adapters import Chat, approx_tokens
 from watcher.eval.bench.players_openhands import play_openhands
 from watcher.eval.harness import DaemonProcess
 
-BUDGET = 20_000
-LLM_TIME = 0.2
-RESERVE = 0.3
 ROOT = Path(__file__).resolve().parents[3]
 
 
