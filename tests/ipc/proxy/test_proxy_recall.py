@@ -19,7 +19,8 @@ from aiohttp import web
 from ipc.proxy import recall
 from ipc.proxy.app import Proxy
 from tests.ipc.proxy.conftest import proxy_settings
-from tests.ipc.proxy.test_proxy_compaction import _settle, anthropic_turn, openai_turn
+from tests.ipc.proxy.test_proxy_compaction import WINDOW, _settle, anthropic_turn, openai_turn
+from tests.ipc.proxy.test_proxy_fit import WINDOW as FIT_WINDOW
 from watcher.eval.bench.llama_server import ModelServer
 from watcher.eval.harness import DaemonProcess
 
@@ -119,7 +120,7 @@ async def test_recall_from_the_archive_is_invisible_to_the_agent(
     api: str, scripted: tuple[Scripted, str], daemon: DaemonProcess
 ) -> None:
     upstream, url = scripted
-    async with Proxy(proxy_settings(url, daemon.endpoint, window=800, recall_tool=True)) as proxy:
+    async with Proxy(proxy_settings(url, daemon.endpoint, window=WINDOW, recall_tool=True)) as proxy:
         answers = await _conversation(proxy, api, 14, settle=True)
     assert upstream.asked, f"no digest reached the upstream: {proxy.status()}"
     assert upstream.asked[0].startswith("a")  # an archive reference from a digest's header
@@ -137,7 +138,7 @@ async def test_recall_of_an_elided_message_without_a_daemon(
     scripted: tuple[Scripted, str], tmp_path: Path
 ) -> None:
     upstream, url = scripted
-    settings = proxy_settings(url, f"ipc://{tmp_path}/nobody.sock", window=650, recall_tool=True)
+    settings = proxy_settings(url, f"ipc://{tmp_path}/nobody.sock", window=FIT_WINDOW, recall_tool=True)
     async with Proxy(settings) as proxy:
         answers = await _conversation(proxy, "anthropic", 12, settle=False)
         # a streaming request is forwarded as it is: no tool offered
@@ -163,7 +164,7 @@ async def test_recall_of_an_elided_message_without_a_daemon(
 
 async def test_llama_server_accepts_the_offered_tool(anthropic_upstream: ModelServer, tmp_path: Path) -> None:
     settings = proxy_settings(
-        anthropic_upstream.url, f"ipc://{tmp_path}/nobody.sock", window=650, recall_tool=True
+        anthropic_upstream.url, f"ipc://{tmp_path}/nobody.sock", window=FIT_WINDOW, recall_tool=True
     )
     async with Proxy(settings) as proxy:
         for api in ("anthropic", "openai"):
