@@ -15,6 +15,8 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from summarizer.compress.clean import stamp_free
+
 FACT_MAX_CHARS = 200
 _SENTENCE_REACH = 240  # how far a sentence may extend either side of its marker word
 _WINDOW_HEAD = 64_000
@@ -58,8 +60,9 @@ _PYTEST_E = re.compile(r"E[ \t]+")
 
 
 def _error_fact(line: str) -> tuple[int, str] | None:
-    """(rank, message) if the line reports an error: exception lines and "Error: ..." lines first."""
-    s = line.strip()
+    """(rank, message) if the line reports an error: exception lines and "Error: ..." lines first (a
+    log's leading timestamps are not part of the message)."""
+    s = stamp_free(line.strip())
     if m := _PYTEST_E.match(s):
         s = s[m.end() :]
     if len(s) > 2000:

@@ -18,15 +18,13 @@ contain. ``must`` lines (chosen by deterministic structure: failure blocks, anch
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from summarizer.compress.clean import stamp_free
 from summarizer.logprobs import PieceScore, Scoring
 
-# A leading ISO-8601 timestamp as CI runners print it (GitHub Actions: "2026-04-23T04:08:22.8180462Z ").
-TIMESTAMP_RE = re.compile(r"^\ufeff?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ?")
 # Both prefixes open a chat turn: the model's BOS token (<|im_start|>) comes first, which also lets
 # llama-cpp-python's server align echoed prompt log-probabilities (it drops a leading BOS only).
 NEUTRAL_PREFIX = "<|im_start|>user\nLog excerpt:\n"
@@ -51,8 +49,9 @@ class LineScores:
 
 
 def line_text(line: str) -> str:
-    """The part of a line that is scored and quoted: the line without a leading timestamp."""
-    return TIMESTAMP_RE.sub("", line, count=1)
+    """The part of a line that is scored and quoted: the line without its leading timestamps (as CI
+    runners print them, GitHub Actions: "2026-04-23T04:08:22.8180462Z "; compress.clean.stamp_free)."""
+    return stamp_free(line)
 
 
 def goal_prefix(goal: str) -> str:

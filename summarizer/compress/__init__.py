@@ -211,8 +211,8 @@ class Renderer:
         low-discrepancy sequence, so that a share of them samples the head, the middle and the end).
         A file slice: its lines (not only the ends its rendering shows), in the same order."""
         if self.plan is not None:
-            raw = self.plan.lines.raw
-            return [(i, raw[i]) for i in self.plan.candidates()]
+            shown = self.plan.lines.shown
+            return [(i, shown[i]) for i in self.plan.candidates()]
         if self.slice is not None:
             lines, first = list(self.slice.lines), 0
         else:
@@ -226,7 +226,7 @@ class Renderer:
         its body). What a region too large for a line per section shows of it (summarizer.layout)."""
         if self.plan is not None:
             ranks: Mapping[int, float] = self.plan.ranks
-            lines = self.plan.lines.raw
+            lines = self.plan.lines.shown
         elif self.slice is not None:
             ranks, lines = self.ranks, list(self.slice.lines)
         else:

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
+from summarizer.compress.clean import stamp_free
 from summarizer.textscan import line_starts, lines_with
 
 # failures the start of a line says (tried with .match)
@@ -95,6 +96,7 @@ class Lines:
     raw: list[str]
     clean: list[str]
     text: str  # the clean lines joined
+    shown: list[str]  # what a rendering shows of each line: the original without its leading stamps
     hinted: list[bool]  # holds an error word (the lines the classes were looked for in)
     failure: list[bool]
     mention: list[bool]
@@ -148,7 +150,8 @@ def classify(raw: list[str], clean_text: str) -> Lines:
             continue  # "test_error_handling PASSED": a pass, whatever its name says
         if not (_ZERO.search(line) and not _is_failure(_ZERO.sub("", line))):
             failure[i] = True  # (not "Failures: 0, Errors: 0")
-    return Lines(raw, clean, clean_text, hinted, failure, mention, passing)
+    shown = [ln if ln == clean[i] else stamp_free(ln) for i, ln in enumerate(raw)]
+    return Lines(raw, clean, clean_text, shown, hinted, failure, mention, passing)
 
 
 def steps(lines: Lines) -> Iterator[tuple[int, int]]:

@@ -19,6 +19,7 @@ _SYSLOG = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
 _CLOCK = r"\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]"
 # one or two stamps at the start of a line (a runner's, then the program's own), with a BOM before
 PREFIX: Final = re.compile(rf"^\ufeff?(?:(?:{_ISO}|{_SYSLOG}|{_CLOCK})[ \t]?){{1,2}}", re.M)
+_STAMPS: Final = re.compile(rf"\ufeff?(?:(?:{_ISO}|{_SYSLOG}|{_CLOCK})[ \t]?){{1,2}}")
 
 
 def clean_text(body: str) -> str:
@@ -28,6 +29,14 @@ def clean_text(body: str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", " ")
     return PREFIX.sub("", text)
+
+
+def stamp_free(line: str) -> str:
+    """`line` without the timestamps at its start (a runner's, then the program's own): what a log's
+    rendering shows of it. Half of a CI log's tokens are such stamps; the recall reference gives them
+    back, and the rest is still a verbatim piece of the line."""
+    m = _STAMPS.match(line)
+    return line[m.end() :] if m and m.end() else line
 
 
 def shape(line: str) -> str:

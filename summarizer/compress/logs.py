@@ -3,7 +3,8 @@
 One compressor for both kinds (`log`, `test`): lines are cleaned for classification (ANSI escapes and
 timestamp prefixes removed, summarizer.compress.clean), classified by structure
 (summarizer.compress.classify), tiered and chosen whole within a character budget
-(summarizer.compress.select). What is shown are the original lines; each run of dropped lines is one
+(summarizer.compress.select). What is shown are the original lines (without their leading
+timestamps); each run of dropped lines is one
 omission marker with the archive reference. Only the header differs between the kinds. A `LogPlan`
 is made once per text and can be rendered at many budgets (a digest looks for the size that fits).
 """
@@ -37,7 +38,7 @@ class LogPlan:
 
     def core_chars(self) -> int:
         """What the lines that say why it failed (tiers 0-1) take, within the default budget."""
-        need = sum(len(self.lines.raw[i]) + 1 for i, t in enumerate(self.tiers.tier) if t <= 1)
+        need = sum(len(self.lines.shown[i]) + 1 for i, t in enumerate(self.tiers.tier) if t <= 1)
         return min(need, default_budget(self.size).core)
 
     def compress(self, ref: str, budget: Budget | None = None) -> tuple[str, str, int]:

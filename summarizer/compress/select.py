@@ -1,5 +1,8 @@
 """Choose the lines of a build or test log to show, by priority, within a character budget.
 
+What a line costs and shows is the line without its leading timestamps (`Lines.shown`): half of a CI
+log's tokens are stamps that say nothing about the failure (the recall reference gives them back).
+
 Every line gets a tier (0 = always shown first); lines are taken tier by tier until the budget is
 spent, whole lines only: a kept line is never cut. Within a tier, the failures closest to the end and
 to the start of the log come first (the verdict and the first error), and a failure's block (the
@@ -276,7 +279,7 @@ def choose(lines: Lines, t: _Tiers, limits: Budget, ranks: Mapping[int, float] |
         ranked = sorted((i for i in ranks if t.tier[i] >= 3), key=lambda i: (-ranks[i], -i))
         order = [i for i in order if t.tier[i] <= 2] + ranked + [i for i in order if t.tier[i] >= 3]
     for i in order:
-        size = len(lines.raw[i]) + 1
+        size = len(lines.shown[i]) + 1
         if keep[i] or (size > HUGE_LINE and not lines.failure[i] and not CI_ERROR.match(lines.clean[i])):
             continue
         tier = min(t.tier[i], 3)
@@ -302,13 +305,13 @@ def choose(lines: Lines, t: _Tiers, limits: Budget, ranks: Mapping[int, float] |
             used += cost
             if ranks and tier >= 3:
                 seen.add(lines.clean[i].strip())
-    _fill_gaps(lines.raw, keep, min(limits.core, max(limits.context, used)) - used)
+    _fill_gaps(lines.shown, keep, min(limits.core, max(limits.context, used)) - used)
     return keep
 
 
-def _fill_gaps(raw: list[str], keep: list[bool], room: int) -> None:
+def _fill_gaps(shown: list[str], keep: list[bool], room: int) -> None:
     """Short runs of dropped lines between kept ones cost little more than their marker: keep them."""
-    i, n = 0, len(raw)
+    i, n = 0, len(shown)
     while i < n:
         if keep[i]:
             i += 1
@@ -316,7 +319,7 @@ def _fill_gaps(raw: list[str], keep: list[bool], room: int) -> None:
         j = i
         while j < n and not keep[j]:
             j += 1
-        size = sum(len(raw[k]) + 1 for k in range(i, j))
+        size = sum(len(shown[k]) + 1 for k in range(i, j))
         if i > 0 and j < n and j - i <= 2 and size <= 160 and size - _MARKER <= room:
             keep[i:j] = [True] * (j - i)
             room -= max(0, size - _MARKER)
@@ -324,15 +327,17 @@ def _fill_gaps(raw: list[str], keep: list[bool], room: int) -> None:
 
 
 def render(lines: Lines, keep: list[bool], ref: str, collapse: bool) -> tuple[str, int, int]:
-    """The kept lines verbatim, each dropped run as one marker; with `collapse`, the lines right after a
-    kept line that differ from it only in numbers become a count on it.
+    """The kept lines verbatim (without their leading timestamps: Lines.shown), each dropped run as one
+    marker; with `collapse`, the lines right after a kept line that differ from it
+    only in numbers become a count on it.
     Returns (text, dropped chars, lines collapsed into counts)."""
     out = Out(ref)
     collapsed = 0
+    shown = lines.shown
     i, n = 0, len(lines.raw)
     while i < n:
         if not keep[i]:
-            out.drop(lines.raw[i])
+            out.drop(shown[i])
             i += 1
             continue
         j = i + 1
@@ -340,12 +345,12 @@ def render(lines: Lines, keep: list[bool], ref: str, collapse: bool) -> tuple[st
             key = shape(lines.clean[i])
             while j < n and shape(lines.clean[j]) == key:
                 j += 1
-        rest = sum(len(ln) + 1 for ln in lines.raw[i + 1 : j])
+        rest = sum(len(ln) + 1 for ln in shown[i + 1 : j])
         if j - i == 1 or rest <= len(omission(rest, ref)):
             for k in range(i, j):
-                out.keep_whole(lines.raw[k])
+                out.keep_whole(shown[k])
         else:
-            out.keep_whole(lines.raw[i])
+            out.keep_whole(shown[i])
             out.lines[-1] += f" (×{j - i}) {omission(rest, ref)}"
             out.dropped += rest
             collapsed += 1

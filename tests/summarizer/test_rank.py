@@ -5,6 +5,7 @@ added is exact."""
 from __future__ import annotations
 
 from summarizer.compress import Renderer, rankable
+from summarizer.compress.clean import stamp_free
 from summarizer.items import Item
 from summarizer.layout import Renderers
 from summarizer.select import pick_lines
@@ -36,7 +37,7 @@ def test_ranked_lines_fill_after_the_failure_lines_whole_and_counted() -> None:
         assert len(mod) <= cap
         for must in ("error[E0308]: mismatched types", "##[error]Process completed with exit code 101."):
             assert must in det and must in mod  # structure keeps what must never go
-        raw = set(text.split("\n"))
+        raw = {stamp_free(ln) for ln in text.split("\n")}  # (shown without leading timestamps)
         shown = [ln for ln in mod.split("\n")[1:] if not ln.startswith("[")]
         assert all(ln.split(" [… ")[0] in raw or " (×" in ln for ln in shown)  # whole lines
         if cap >= 1200:
