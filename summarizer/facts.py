@@ -301,7 +301,8 @@ _RETURNCODE = re.compile(r"<returncode>(-?\d{1,4})</returncode>")
 
 
 def _context_start(text: str, start: int, words: int = 2) -> int:
-    """Move `start` back over up to `words` words on the same line."""
+    """Move `start` back over up to `words` words on the same line (words, not numbers: a number or
+    the end of a log line's timestamp before a keyword is no context)."""
     for _ in range(words):
         j = start - 1
         while j >= 0 and text[j] == " ":
@@ -309,7 +310,7 @@ def _context_start(text: str, start: int, words: int = 2) -> int:
         k = j
         while k >= 0 and (text[k].isalnum() or text[k] in "_-'"):
             k -= 1
-        if k == j:
+        if k == j or any(c.isdigit() for c in text[k + 1 : j + 1]):
             break
         start = k + 1
     return start

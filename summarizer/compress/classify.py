@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
-from summarizer.compress.clean import stamp_free
+from summarizer.compress.clean import ANSI, stamp_free
 from summarizer.textscan import line_starts, lines_with
 
 # failures the start of a line says (tried with .match)
@@ -96,7 +96,7 @@ class Lines:
     raw: list[str]
     clean: list[str]
     text: str  # the clean lines joined
-    shown: list[str]  # what a rendering shows of each line: the original without its leading stamps
+    shown: list[str]  # what a rendering shows of each line: the original without leading stamps or colours
     hinted: list[bool]  # holds an error word (the lines the classes were looked for in)
     failure: list[bool]
     mention: list[bool]
@@ -150,7 +150,13 @@ def classify(raw: list[str], clean_text: str) -> Lines:
             continue  # "test_error_handling PASSED": a pass, whatever its name says
         if not (_ZERO.search(line) and not _is_failure(_ZERO.sub("", line))):
             failure[i] = True  # (not "Failures: 0, Errors: 0")
-    shown = [ln if ln == clean[i] else stamp_free(ln) for i, ln in enumerate(raw)]
+    # what a line shows is its clean form (clean.clean_text: no colours, no leading stamps), but for
+    # carriage returns inside it, which cleaning turns into spaces: such a line keeps them
+    shown = clean
+    if any("\r" in ln for ln in raw):
+        shown = [
+            stamp_free(ANSI.sub("", r)) if "\r" in r[:-1] else c for r, c in zip(raw, clean, strict=True)
+        ]
     return Lines(raw, clean, clean_text, shown, hinted, failure, mention, passing)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from summarizer.compress.clean import stamp_free
+from summarizer.compress.clean import ANSI, stamp_free
 from summarizer.digest import Item, Summarizer, prose_chunks
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.frame import unquoted
@@ -101,7 +101,7 @@ async def test_model_ranked_log_lines_are_whole_verbatim_lines_and_counted(
     assert d.method == "model" and d.model_lines > 0, d.model_skipped
     assert d.tokens <= max(target, det.tokens) and d.tokens < item.tokens
     assert unquoted(d.text, [item]) == []
-    raw_lines = {stamp_free(ln) for ln in raw.split("\n")}  # (shown without leading timestamps)
+    raw_lines = {stamp_free(ANSI.sub("", ln)) for ln in raw.split("\n")}  # (shown without stamps, colours)
     shown = [
         ln[2:]
         for ln in d.text.split("\n")
