@@ -32,9 +32,9 @@ def clean_text(body: str) -> str:
 
 
 def stamp_free(line: str) -> str:
-    """`line` without the timestamps at its start (a runner's, then the program's own): what a log's
-    rendering shows of it. Half of a CI log's tokens are such stamps; the recall reference gives them
-    back, and the rest is still a verbatim piece of the line."""
+    """`line` without the timestamps at its start (a runner's, then the program's own), as a log's
+    rendering shows it (colour codes go too: classify.Lines.shown). Half of a CI log's tokens are such
+    stamps; the recall reference gives them back, and the rest is still a verbatim piece of the line."""
     m = _STAMPS.match(line)
     return line[m.end() :] if m and m.end() else line
 

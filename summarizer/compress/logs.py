@@ -4,8 +4,8 @@ One compressor for both kinds (`log`, `test`): lines are cleaned for classificat
 timestamp prefixes removed, summarizer.compress.clean), classified by structure
 (summarizer.compress.classify), tiered and chosen whole within a character budget
 (summarizer.compress.select). What is shown are the original lines (without their leading
-timestamps); each run of dropped lines is one
-omission marker with the archive reference. Only the header differs between the kinds. A `LogPlan`
+timestamps and colour codes); each run of dropped lines is one omission marker with the archive
+reference. Only the header differs between the kinds. A `LogPlan`
 is made once per text and can be rendered at many budgets (a digest looks for the size that fits).
 """
 

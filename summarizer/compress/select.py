@@ -1,7 +1,8 @@
 """Choose the lines of a build or test log to show, by priority, within a character budget.
 
-What a line costs and shows is the line without its leading timestamps (`Lines.shown`): half of a CI
-log's tokens are stamps that say nothing about the failure (the recall reference gives them back).
+What a line costs and shows is the line without its leading timestamps and colour codes
+(`Lines.shown`): half of a CI log's tokens are stamps that say nothing about the failure (the recall
+reference gives them back).
 
 Every line gets a tier (0 = always shown first); lines are taken tier by tier until the budget is
 spent, whole lines only: a kept line is never cut. Within a tier, the failures closest to the end and
@@ -327,8 +328,8 @@ def _fill_gaps(shown: list[str], keep: list[bool], room: int) -> None:
 
 
 def render(lines: Lines, keep: list[bool], ref: str, collapse: bool) -> tuple[str, int, int]:
-    """The kept lines verbatim (without their leading timestamps: Lines.shown), each dropped run as one
-    marker; with `collapse`, the lines right after a kept line that differ from it
+    """The kept lines verbatim (without their leading timestamps and colour codes: Lines.shown), each
+    dropped run as one marker; with `collapse`, the lines right after a kept line that differ from it
     only in numbers become a count on it.
     Returns (text, dropped chars, lines collapsed into counts)."""
     out = Out(ref)
