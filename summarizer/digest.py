@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 from summarizer import gist
 from summarizer.compress import binary_like, head_tail, rankable
 from summarizer.engine import EngineSettings, Generation, LlamaEngine
+from summarizer.facts import fact_source
 from summarizer.gguf import ModelError, ScoringUnsupported
 from summarizer.items import Gist, Item, Ranks
 from summarizer.layout import PROSE_KINDS, FactPicker, Renderers, max_facts_for, render, stub
@@ -120,9 +121,9 @@ def approx_tokens(text: str) -> int:
 
 def _facts_of(items: Sequence[Item], target_tokens: int) -> tuple[tuple[str, ...], FactPicker]:
     """The region's ranked names and its key-fact picker. Facts come from the region without its
-    instruction-like lines (they stay quoted in the digest); binary-like sections are no source of
-    facts (compress shows them as a note)."""
-    source = "\n".join(i.text for i in items if i.kind != "digest" and not binary_like(i.text))
+    instruction-like lines (they stay quoted in the digest) and without CI logs' set-up
+    (facts.fact_source); binary-like sections are no source of facts (compress shows them as a note)."""
+    source = "\n".join(fact_source(i.text) for i in items if i.kind != "digest" and not binary_like(i.text))
     names = ranked_names(items)
     skip = frozenset({"identifier"}) if names else frozenset()  # the names line carries them, compactly
     return names, FactPicker(redact(source), target_tokens, skip)

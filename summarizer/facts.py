@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from summarizer.compress.classify import setup_lines
 from summarizer.compress.clean import stamp_free
 
 FACT_MAX_CHARS = 200
@@ -28,6 +29,19 @@ class _Found:
     rank: int  # 0 = strong evidence, higher = weaker; strong ones are chosen first
     pos: int  # offset of the occurrence, for output order
     text: str
+
+
+def fact_source(text: str) -> str:
+    """A section's text as a source of key facts: a CI log without its set-up (compress.classify's
+    setup_lines: the runner's versions, the checkout's paths and refs, no fact about the failure),
+    those lines left empty so that every fact is still a quote of one line. They stay in the log's
+    rendering, in its lowest tiers."""
+    if "##[group]Run " not in text:
+        return text
+    raw = text.split("\n")
+    # (only step headers and error annotations are read: the other lines need no stamp removed)
+    setup = setup_lines([stamp_free(ln) if "##[" in ln or "::error" in ln else ln for ln in raw])
+    return "\n".join("" if i in setup else ln for i, ln in enumerate(raw)) if setup else text
 
 
 def _clip(text: str) -> str:

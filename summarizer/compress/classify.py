@@ -17,7 +17,7 @@ a megabyte of log costs tens of milliseconds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -160,11 +160,29 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     return Lines(raw, clean, clean_text, shown, hinted, failure, mention, passing)
 
 
+def step_spans(clean: Sequence[str]) -> list[tuple[int, int]]:
+    """[start, end) of each CI step (from its `##[group]Run ...` header to the next), if any, in lines
+    without their leading stamps."""
+    heads = [i for i, ln in enumerate(clean) if ln.startswith("##[group]Run ")]
+    return [(start, heads[k + 1] if k + 1 < len(heads) else len(clean)) for k, start in enumerate(heads)]
+
+
 def steps(lines: Lines) -> Iterator[tuple[int, int]]:
-    """[start, end) of each CI step (from its `##[group]Run ...` header to the next), if any."""
-    heads = [i for i, ln in enumerate(lines.clean) if ln.startswith("##[group]Run ")]
-    for k, start in enumerate(heads):
-        yield start, heads[k + 1] if k + 1 < len(heads) else len(lines.clean)
+    yield from step_spans(lines.clean)
+
+
+def setup_lines(clean: Sequence[str]) -> set[int]:
+    """A CI log's set-up: its lines before the first step and the set-up steps (checkout, setup-*,
+    caches, artifacts) that reported no error, in lines without their leading stamps. What they say
+    (the runner's versions, the checkout's paths) is noise to whoever reads why the job failed."""
+    spans = step_spans(clean)
+    if not spans:
+        return set()
+    setup = set(range(spans[0][0]))
+    for start, end in spans:
+        if SETUP_STEP.match(clean[start]) and not any(CI_ERROR.match(clean[i]) for i in range(start, end)):
+            setup.update(range(start, end))
+    return setup
 
 
 def indent(line: str) -> int:

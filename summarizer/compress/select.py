@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from summarizer.compress.classify import CI_ERROR, SETUP_STEP, STEP, TALLY, Lines, indent, steps
+from summarizer.compress.classify import CI_ERROR, STEP, TALLY, Lines, indent, setup_lines, steps
 from summarizer.compress.clean import kind_of, shape
 from summarizer.compress.out import Out, omission
 
@@ -163,17 +163,13 @@ def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
     Returns the lines of set-up steps (checkout, setup-*, caches), whose mentions are noise, and
     whether a CI step failed."""
     failed = False
-    setup: set[int] = set()
+    setup = setup_lines(lines.clean)
     for i, ln in enumerate(lines.clean[:400]):
         if ln.startswith("Complete job name:"):
             t.mark(i, 0)
             break
-    first_step = len(lines.clean)
     for start, end in steps(lines):
-        first_step = min(first_step, start)
         errors = [i for i in range(start, end) if CI_ERROR.match(lines.clean[i])]
-        if SETUP_STEP.match(lines.clean[start]) and not errors:
-            setup.update(range(start, end))
         for e in errors:  # first the step's name and command, then its output from the error back
             failed = True
             t.mark(e, 0)
@@ -194,7 +190,6 @@ def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
             body = [j for j in range(group_end + 1, e) if lines.clean[j].strip()]
             for k, j in enumerate(reversed(body[-_STEP_TAIL:])):
                 t.mark(j, 1, e, 2 * k)
-    setup.update(range(min(first_step, len(lines.clean))) if first_step < len(lines.clean) else ())
     return setup, failed
 
 

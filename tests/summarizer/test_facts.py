@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from summarizer.facts import FACT_MAX_CHARS, FactPools, extract_facts, extract_statements
+from summarizer.facts import FACT_MAX_CHARS, FactPools, extract_facts, extract_statements, fact_source
 from tests.fixtures.trajectories import load as _load
 from tests.fixtures.trajectories import mini
 
@@ -162,3 +162,31 @@ def test_pools_scanned_once_give_each_smaller_count_its_strongest_facts() -> Non
         assert len(facts) <= n and pools.take(n) == facts
         assert ERROR in facts
     assert pools.take(0) == [] and FactPools("", 40).take(5) == []
+
+
+def _gha(lines: list[str]) -> str:
+    return "\n".join(f"2026-04-23T08:31:{k % 60:02d}.{k:07d}Z {ln}" for k, ln in enumerate(lines))
+
+
+def test_a_ci_log_s_set_up_is_no_source_of_key_facts() -> None:
+    setup = ["Current runner version: '2.333.1'", "Image: ubuntu-24.04 Version: 20260415.520"]
+    setup += ["##[group]Run actions/checkout@v4", "[command]/usr/bin/git version", "git version 2.53.0"]
+    setup += ["Temporary home directory '/home/runner/work/_temp/dd2503ca-f956-4886-8fa7-906cab152ff5'"]
+    setup += ["##[endgroup]"]
+    failing = ["##[group]Run mypy pandas", "mypy pandas", "##[endgroup]"]
+    failing += ['pandas/compat/pyarrow.py:76: error: Module has no attribute "is_null"  [attr-defined]']
+    failing += [
+        "Found 1 error in 1 file (checked 1458 source files)",
+        "##[error]Process completed with exit code 1.",
+    ]
+    text = _gha(setup + failing)
+    source = fact_source(text)
+    assert source.count("\n") == text.count("\n")  # line for line: set-up lines left empty
+    facts = extract_facts(source)
+    assert 'pandas/compat/pyarrow.py:76: error: Module has no attribute "is_null" [attr-defined]' in facts
+    assert not any("2.53.0" in f or "_temp" in f or "20260415" in f or "2.333.1" in f for f in facts)
+    assert any("2.53.0" in f for f in extract_facts(text))  # (what the set-up gave before)
+    # a failing set-up step is no set-up: its lines are facts' source; text without steps is as it was
+    broken = _gha([*setup[:-1], "##[error]Unable to clone the repository", *setup[-1:], *failing])
+    assert "Unable to clone the repository" in fact_source(broken)
+    assert fact_source("no steps here\n2.53.0") == "no steps here\n2.53.0"
