@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from summarizer.compress.classify import setup_lines
 from summarizer.compress.clean import stamp_free
+from summarizer.detect import split_envelope
 
 FACT_MAX_CHARS = 200
 _SENTENCE_REACH = 240  # how far a sentence may extend either side of its marker word
@@ -33,14 +34,18 @@ class _Found:
 
 def fact_source(text: str) -> str:
     """A section's text as a source of key facts: a CI log without its set-up (compress.classify's
-    setup_lines: the runner's versions, the checkout's paths and refs, no fact about the failure),
-    those lines left empty so that every fact is still a quote of one line. They stay in the log's
-    rendering, in its lowest tiers."""
+    setup_lines: the runner's and the tools' versions, the checkout's paths and refs, no fact about
+    the failure), those lines left empty so that every fact is still a quote of one line. They stay
+    in the log's rendering, in its lowest tiers. A tool output's envelope (`<returncode>`) is not
+    the log's: it stays a source."""
     if "##[group]Run " not in text:
         return text
     raw = text.split("\n")
+    prefix = split_envelope(text).prefix
+    skip = prefix.count("\n") + (1 if prefix and not prefix.endswith("\n") else 0)
     # (only step headers and error annotations are read: the other lines need no stamp removed)
-    setup = setup_lines([stamp_free(ln) if "##[" in ln or "::error" in ln else ln for ln in raw])
+    clean = [stamp_free(ln) if "##[" in ln or "::error" in ln else ln for ln in raw[skip:]]
+    setup = {skip + i for i in setup_lines(clean)}
     return "\n".join("" if i in setup else ln for i, ln in enumerate(raw)) if setup else text
 
 

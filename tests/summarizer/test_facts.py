@@ -186,6 +186,8 @@ def test_a_ci_log_s_set_up_is_no_source_of_key_facts() -> None:
     assert 'pandas/compat/pyarrow.py:76: error: Module has no attribute "is_null" [attr-defined]' in facts
     assert not any("2.53.0" in f or "_temp" in f or "20260415" in f or "2.333.1" in f for f in facts)
     assert any("2.53.0" in f for f in extract_facts(text))  # (what the set-up gave before)
+    wrapped = fact_source(f"<returncode>1</returncode>\n<output>\n{text}\n</output>")  # its envelope stays
+    assert wrapped.startswith("<returncode>1</returncode>\n<output>\n\n") and "2.53.0" not in wrapped
     # a failing set-up step is no set-up: its lines are facts' source; text without steps is as it was
     broken = _gha([*setup[:-1], "##[error]Unable to clone the repository", *setup[-1:], *failing])
     assert "Unable to clone the repository" in fact_source(broken)
