@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from summarizer.compress.classify import setup_lines
+from summarizer.compress.classify import setup_lines, step_spans
 from summarizer.compress.clean import stamp_free
 from summarizer.detect import split_envelope
 
@@ -45,7 +45,7 @@ def fact_source(text: str) -> str:
     skip = prefix.count("\n") + (1 if prefix and not prefix.endswith("\n") else 0)
     # (only step headers and error annotations are read: the other lines need no stamp removed)
     clean = [stamp_free(ln) if "##[" in ln or "::error" in ln else ln for ln in raw[skip:]]
-    setup = {skip + i for i in setup_lines(clean)}
+    setup = {skip + i for i in setup_lines(clean, step_spans(clean))}
     return "\n".join("" if i in setup else ln for i, ln in enumerate(raw)) if setup else text
 
 

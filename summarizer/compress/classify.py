@@ -17,7 +17,7 @@ a megabyte of log costs tens of milliseconds.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -167,15 +167,11 @@ def step_spans(clean: Sequence[str]) -> list[tuple[int, int]]:
     return [(start, heads[k + 1] if k + 1 < len(heads) else len(clean)) for k, start in enumerate(heads)]
 
 
-def steps(lines: Lines) -> Iterator[tuple[int, int]]:
-    yield from step_spans(lines.clean)
-
-
-def setup_lines(clean: Sequence[str]) -> set[int]:
+def setup_lines(clean: Sequence[str], spans: Sequence[tuple[int, int]]) -> set[int]:
     """A CI log's set-up: its lines before the first step and the set-up steps (checkout, setup-*,
-    caches, artifacts) that reported no error, in lines without their leading stamps. What they say
-    (the runner's versions, the checkout's paths) is noise to whoever reads why the job failed."""
-    spans = step_spans(clean)
+    caches, artifacts) that reported no error, in lines without their leading stamps (`spans`: their
+    step_spans). What they say (the runner's versions, the checkout's paths) is noise to whoever
+    reads why the job failed."""
     if not spans:
         return set()
     setup = set(range(spans[0][0]))

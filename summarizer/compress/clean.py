@@ -19,7 +19,6 @@ _SYSLOG = r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d"
 _CLOCK = r"\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]"
 # one or two stamps at the start of a line (a runner's, then the program's own), with a BOM before
 PREFIX: Final = re.compile(rf"^\ufeff?(?:(?:{_ISO}|{_SYSLOG}|{_CLOCK})[ \t]?){{1,2}}", re.M)
-_STAMPS: Final = re.compile(rf"\ufeff?(?:(?:{_ISO}|{_SYSLOG}|{_CLOCK})[ \t]?){{1,2}}")
 
 
 def clean_text(body: str) -> str:
@@ -35,7 +34,7 @@ def stamp_free(line: str) -> str:
     """`line` without the timestamps at its start (a runner's, then the program's own), as a log's
     rendering shows it (colour codes go too: classify.Lines.shown). Half of a CI log's tokens are such
     stamps; the recall reference gives them back, and the rest is still a verbatim piece of the line."""
-    m = _STAMPS.match(line)
+    m = PREFIX.match(line)
     return line[m.end() :] if m and m.end() else line
 
 

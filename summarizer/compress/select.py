@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from summarizer.compress.classify import CI_ERROR, STEP, TALLY, Lines, indent, setup_lines, steps
+from summarizer.compress.classify import CI_ERROR, STEP, TALLY, Lines, indent, setup_lines, step_spans
 from summarizer.compress.clean import kind_of, shape
 from summarizer.compress.out import Out, omission
 
@@ -163,12 +163,13 @@ def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
     Returns the lines of set-up steps (checkout, setup-*, caches), whose mentions are noise, and
     whether a CI step failed."""
     failed = False
-    setup = setup_lines(lines.clean)
+    spans = step_spans(lines.clean)
+    setup = setup_lines(lines.clean, spans)
     for i, ln in enumerate(lines.clean[:400]):
         if ln.startswith("Complete job name:"):
             t.mark(i, 0)
             break
-    for start, end in steps(lines):
+    for start, end in spans:
         errors = [i for i in range(start, end) if CI_ERROR.match(lines.clean[i])]
         for e in errors:  # first the step's name and command, then its output from the error back
             failed = True
