@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
-from summarizer.compress.clean import ANSI
+from summarizer.compress.clean import uncoloured
 from summarizer.items import Gist, Item
 from summarizer.safety import defang
 
@@ -106,8 +106,9 @@ def unquoted(text: str, items: Sequence[Item], gists: Sequence[Gist] = ()) -> li
     (nor one of the verified `gists`); [] for a digest that only quotes."""
     # quotes are defanged; an earlier digest in the region is quoted as it is
     region = "\n".join(t for it in items for t in (defang(it.text), it.text if it.kind == "digest" else ""))
-    if "\x1b" in region:  # a log's lines are shown without their colours (compress.classify.Lines.shown)
-        region += "\n" + ANSI.sub("", region)
+    plain = uncoloured(region)  # lines, names and facts are shown without colours (compress.clean)
+    if plain is not region:
+        region += "\n" + plain
     words = frozenset(_WORD.findall(region))
     flat_region = flat(region)
     accepted = {g.text for g in gists}

@@ -17,6 +17,7 @@ import re
 from collections.abc import Sequence
 
 from summarizer.compress import Renderer
+from summarizer.compress.clean import uncoloured
 from summarizer.facts import FactPools, extract_statements, without_echoes
 from summarizer.items import Gist, Item
 from summarizer.names import pick_names
@@ -240,11 +241,18 @@ def _listed(items: Sequence[Item], renderers: Renderers, room: int) -> list[str]
 def _quote(line: str, it: Item) -> str | None:
     """`line` of a section's rendering as a quote of the section's text: as it is, or without the line
     number the file compressor puts before each line it numbers ("numbered here"); None when neither
-    is in the text (a compressor's own line, such as an outline's summary)."""
-    if line.strip() in it.text:
+    is in the text (a compressor's own line, such as an outline's summary). The text is read without
+    its colour codes too, as the compressors read it (compress.clean.uncoloured)."""
+    text = it.text
+    if line.strip() in text:
         return line
     bare = _NUMBERED.sub("", line, count=1)
-    return bare if bare != line and bare.strip() in it.text else None
+    if bare != line and bare.strip() in text:
+        return bare
+    plain = uncoloured(text)
+    if plain is text:
+        return None
+    return line if line.strip() in plain else bare if bare != line and bare.strip() in plain else None
 
 
 def _water_level(sizes: list[int], room: int) -> int:

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from summarizer.compress.clean import uncoloured
 from summarizer.items import Item
 from summarizer.safety import redact
 
@@ -107,7 +108,8 @@ def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
     for idx, it in enumerate(items):
         if it.kind == "digest":
             continue  # an earlier digest is kept verbatim: its names are already in view
-        text = redact(_window(it.text))  # (names on instruction-like lines stay in the archive only)
+        # (names on instruction-like lines stay in the archive only; colour codes are no part of a name)
+        text = redact(uncoloured(_window(it.text)))
         defined = set(_DEFINES.findall(text)) if it.kind not in AGENT_WORDS else set()
         for name, n in _names_of(text).items():
             if name in GENERIC:

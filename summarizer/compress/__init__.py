@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
-from summarizer.compress.clean import clean_text
+from summarizer.compress.clean import clean_text, uncoloured
 from summarizer.compress.diff import compress_diff
 from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
@@ -170,6 +170,12 @@ class Renderer:
         if budgeted and (clean is None or self.lines_cut):
             clean = clean_text(self.body)
         self.plan = LogPlan(self.body, self.kind, clean or "") if budgeted else None
+        # other kinds are compressed and shown without colour codes, as a log's lines are
+        # (classify.Lines.shown): a coloured diff's `+` lines start with an escape, not a `+`
+        self.colours_cut = 0
+        if self.active and not self.binary and self.plan is None:
+            plain = uncoloured(self.body)
+            self.colours_cut, self.body = len(self.body) - len(plain), plain
         # a file read its compressor shows the ends of: the model ranks all its lines instead
         self._file = (
             FileRead.parse(self.body) if self.active and not self.binary and self.kind == "file" else None
@@ -322,7 +328,7 @@ class Renderer:
         if self.active:
             candidate, n, model_lines = self._candidate(max_chars)
             if len(candidate) < len(self.text):
-                out, dropped = candidate, n + self.lines_cut + self.env.dropped
+                out, dropped = candidate, n + self.lines_cut + self.env.dropped + self.colours_cut
                 self.model_lines = self.ranked_lines = model_lines
                 self.cut = n > 0 and max_chars is not None and self.plan is not None
         if max_chars is not None and len(out) > max_chars:

@@ -21,10 +21,19 @@ _CLOCK = r"\[\d\d:\d\d:\d\d(?:[.,]\d+)?\]"
 PREFIX: Final = re.compile(rf"^\ufeff?(?:(?:{_ISO}|{_SYSLOG}|{_CLOCK})[ \t]?){{1,2}}", re.M)
 
 
+def uncoloured(text: str) -> str:
+    """`text` without its ANSI escapes (colours, cursor moves, terminal titles): what a program that
+    coloured its output said. Read so wherever a section's words count (the compressors of other
+    kinds than logs, names, key facts, the planner's identifiers): `ESC[1mESC[31mtest_x.py` names
+    `test_x.py`, not `31mtest_x.py`, and a coloured diff's changed lines start with `+`. Every line
+    of it is still a verbatim piece of the text without its escapes (summarizer.frame accepts those)."""
+    return ANSI.sub("", text) if "\x1b" in text else text
+
+
 def clean_text(body: str) -> str:
     """`body` with ANSI escapes and line-start timestamps removed and carriage returns turned into
     spaces; it has exactly as many lines as `body`."""
-    text = ANSI.sub("", body) if "\x1b" in body else body
+    text = uncoloured(body)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", " ")
     return PREFIX.sub("", text)

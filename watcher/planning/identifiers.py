@@ -19,6 +19,8 @@ import re
 import sys
 from typing import Final
 
+from summarizer.compress.clean import uncoloured
+
 WINDOW_HEAD: Final = 192_000
 WINDOW_TAIL: Final = 64_000
 MAX_IDENTIFIER_CHARS: Final = 80
@@ -62,9 +64,11 @@ _STOP_TERMS: Final = frozenset(_STOP_TEXT.split())
 
 
 def window(text: str) -> str:
-    if len(text) <= WINDOW_HEAD + WINDOW_TAIL:
-        return text
-    return text[:WINDOW_HEAD] + "\n" + text[-WINDOW_TAIL:]
+    """The part of `text` that is read (its head and tail), without colour codes: a coloured
+    `ESC[1mtest_x.py` names `test_x.py` (summarizer.compress.clean.uncoloured)."""
+    if len(text) > WINDOW_HEAD + WINDOW_TAIL:
+        text = text[:WINDOW_HEAD] + "\n" + text[-WINDOW_TAIL:]
+    return uncoloured(text)
 
 
 def _is_code_name(word: str) -> bool:
