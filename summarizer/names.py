@@ -18,6 +18,10 @@ Ranking (most likely to be named again first), each name counted once:
 2. names a tool output *defines* (``def x``, ``class X``, ``fn x``, ...): what a file read is about;
 3. the other names of tool output.
 
+A section is read as it is read for key facts (summarizer.facts.fact_source): without its colour
+codes (a coloured `ESC[31mtest_x.py` is `test_x.py`, not `31mtest_x.py`) and, for a CI log, without
+its set-up (the runner's and the checkout's settings: `defaultBranch`, `GITHUB_TOKEN`).
+
 Within a tier, names of the region's latest sections come first (an agent goes on from its most
 recent work: the file it read last, the script it wrote last), then those found in more sections (a
 name seen in several places is what the region is about), then the rarer in text (a name repeated
@@ -38,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from summarizer.compress.clean import uncoloured
+from summarizer.facts import fact_source
 from summarizer.items import Item
 from summarizer.safety import redact
 
@@ -108,8 +112,9 @@ def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
     for idx, it in enumerate(items):
         if it.kind == "digest":
             continue  # an earlier digest is kept verbatim: its names are already in view
-        # (names on instruction-like lines stay in the archive only; colour codes are no part of a name)
-        text = redact(uncoloured(_window(it.text)))
+        # names on instruction-like lines stay in the archive only; colour codes are no part of a
+        # name; a CI log's set-up (the runner's, git's and the tools' settings) is no source of names
+        text = redact(fact_source(_window(it.text)))
         defined = set(_DEFINES.findall(text)) if it.kind not in AGENT_WORDS else set()
         for name, n in _names_of(text).items():
             if name in GENERIC:

@@ -124,3 +124,21 @@ def test_pick_names_skips_what_is_shown_and_fits_its_room() -> None:
     names = ("parse_header", "parse", "MyReader", "a_very_long_name_that_does_not_fit_here", "io_utils.py")
     assert pick_names(names, "shown: MyReader", 40) == ["parse_header", "io_utils.py"]
     assert pick_names(names, "", 0) == []
+
+
+def test_a_ci_log_s_set_up_is_no_source_of_names() -> None:
+    """The runner's and the checkout's settings (`defaultBranch`, `GITHUB_TOKEN`) name nothing the
+    agent works on; the failing step's names stay (summarizer.facts.fact_source, as for key facts)."""
+    stamp = "2026-04-23T08:31:{:02d}.0000000Z "
+    setup = ["Current runner version: '2.333.1'", "##[group]Run actions/checkout@v4"]
+    setup += ["[command]/usr/bin/git config --global init.defaultBranch main", "GITHUB_TOKEN: ***"]
+    setup += ["[command]/usr/bin/git config --local core.worktreeConfig true", "##[endgroup]"]
+    failing = ["##[group]Run pytest tests/", "##[endgroup]", "FAILED tests/test_report.py::test_parse_header"]
+    failing += ["E   ValueError: header_line missing", "##[error]Process completed with exit code 1."]
+    text = "\n".join(stamp.format(k) + ln for k, ln in enumerate(setup + failing))
+    names = ranked_names([Item("s1", "tool_result", text, 400)])
+    assert {"test_parse_header", "test_report.py", "ValueError", "header_line"} <= set(names)
+    assert not {"defaultBranch", "GITHUB_TOKEN", "worktreeConfig"} & set(names)
+    # without CI steps every line is a source, as before
+    plain = ranked_names([Item("s1", "tool_result", text.replace("##[group]Run ", "== "), 400)])
+    assert {"defaultBranch", "GITHUB_TOKEN", "test_parse_header"} <= set(plain)
