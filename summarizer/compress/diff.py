@@ -1,4 +1,9 @@
-"""Diffs: file headers, hunk headers and changed lines; context lines dropped."""
+"""Diffs: file headers, hunk headers and changed lines; context lines dropped.
+
+A history with patches (`git show`, `git log -p`, `git format-patch`) also keeps what says which
+change a patch is: each commit's header (`commit <sha>`, `Author:`, `Date:`, `Merge:`) and the
+first lines of its message, and the `--stat` summary (`3 files changed, ...`). The rest of a long
+message, and the per-file `--stat` lines (the file headers name the files), are dropped."""
 
 from __future__ import annotations
 
@@ -13,6 +18,10 @@ _DIFF_META = (
     "rename from", "rename to", "old mode", "new mode", "Binary files", "copy from", "copy to",
 )  # fmt: skip
 _DIFF_MAX_FILES = 50
+_COMMIT = re.compile(r"(?:commit|From) [0-9a-f]{7,64}\b")  # `git log`/`git show`; a format-patch mail
+_COMMIT_META = ("Author: ", "Date: ", "Merge: ", "AuthorDate: ", "Commit: ", "CommitDate: ", "Subject: ")
+_STAT = re.compile(r" \d+ files? changed(?:, \d+ insertions?\(\+\))?(?:, \d+ deletions?\(-\))?$")
+_MESSAGE_LINES = 6  # of a commit's message: its subject and what its first lines say
 
 
 @dataclass
@@ -27,6 +36,7 @@ class _DiffState:
     new_left: int = 0
     changed_in_file: int = 0
     whole_file: bool = False  # the current file is added or deleted in full
+    message: int = -1  # lines of the current commit's message kept so far; -1: not in a commit header
 
     def cap(self) -> int:
         """How many changed lines of the current file to show."""
@@ -53,7 +63,28 @@ def _diff_hunk_line(line: str, st: _DiffState, out: Out) -> None:
         out.drop(line)
 
 
+def _commit_line(line: str, st: _DiffState) -> bool:
+    """Whether `line` (outside a hunk) is one a history keeps: a commit's header, the first lines of
+    its message (indented by git, or a mail's subject), or a `--stat` summary."""
+    if _COMMIT.match(line):
+        st.message = 0
+        return True
+    if st.message < 0:
+        return _STAT.match(line) is not None
+    if line.startswith(_COMMIT_META):
+        return True
+    if line.startswith("    ") and line.strip():
+        st.message += 1
+        return st.message <= _MESSAGE_LINES
+    return _STAT.match(line) is not None
+
+
 def _diff_meta_line(line: str, st: _DiffState, out: Out) -> None:
+    if line.startswith("diff --git "):
+        st.message = -1  # the commit's patch starts
+    elif _commit_line(line, st):
+        out.keep(line)
+        return
     if line.startswith("diff --git ") or (line.startswith("--- ") and st.hunks and not st.files):
         st.files += 1
         st.modified += 1
