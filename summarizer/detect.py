@@ -108,7 +108,7 @@ TEST_SIGNAL = re.compile(
     r"|make(?:\[\d+\])?: \*\*\* )",
     re.M,
 )
-_NUMBERED = re.compile(r" *\d+\t")
+_NUMBERED = re.compile(r" *\d+[\t→]")  # `cat -n`; Claude Code's Read puts an arrow after the number
 _COLON_NUMBERED = re.compile(r"(\d{1,9}):")
 _GREP_LINE = re.compile(
     r"(?:(?=[^\s:]*[/.])[^\s:]+:(?:\d+[:-]|\s*\S)|grep: .*: binary file matches$|Binary file .* matches$)"

@@ -68,7 +68,7 @@ NAMES_RAMP = (2400, 3600)  # a small digest is first for its key facts; a larger
 NAMES_LABEL = "Names (quoted verbatim from the sections): "
 BRIEF_BELOW = 160  # a section given fewer characters than this is shown as its first line only
 INDEX_BELOW = 72  # ... and below this, sections are only listed by id and kind
-_NUMBERED = re.compile(r"^\s*\d+\t")  # a line number the file compressor added (summarizer.compress.outline)
+_NUMBERED = re.compile(r"^\s*\d+[\t→]")  # a line number the file compressor added (compress.outline)
 LIST_LINE_CHARS = 120  # room kept for that list when the model's ranks show some sections (_listed)
 
 

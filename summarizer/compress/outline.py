@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from summarizer.compress.out import Out, plural
 
-_CAT_N = re.compile(r" *(\d{1,9})\t(.*)")
-_COLON_N = re.compile(r"(\d{1,9}):(.*)")
+# `cat -n` (a tab after the number); an arrow instead of the tab: the Read tool of Claude Code
+_CAT_N = re.compile(r" *(\d{1,9})([\t→])(.*)")
+_COLON_N = re.compile(r"(\d{1,9})(:)(.*)")
 _PY_DEF = re.compile(r"\s*(?:async\s+)?(?:def|class)\s+\w+")
 _DECL = re.compile(
     r"\s*(?:(?:export|public|private|protected|internal|static|final|abstract|sealed|default|async|inline|"
@@ -30,18 +31,21 @@ _IMPORT = re.compile(
 )
 
 
-def _numbered(lines: list[str]) -> tuple[list[tuple[int, str]], bool]:
-    """(line number, code) pairs; False when the text carried no line numbers."""
+def _numbered(lines: list[str]) -> tuple[list[tuple[int, str]], bool, str]:
+    """(line number, code) pairs; False when the text carried no line numbers; the separator the
+    rendering puts after a number: the read's own arrow, else a tab (`cat -n`)."""
     probe = [ln for ln in lines[:40] if ln.strip()]
     for pattern in (_CAT_N, _COLON_N):
         if probe and sum(1 for ln in probe if pattern.fullmatch(ln)) >= 0.6 * len(probe):
             pairs = []
+            arrows = 0
             for ln in lines:
                 m = pattern.fullmatch(ln)
                 if m:
-                    pairs.append((int(m[1]), m[2]))
-            return pairs, True
-    return [(i + 1, ln) for i, ln in enumerate(lines)], False
+                    pairs.append((int(m[1]), m[3]))
+                    arrows += m[2] == "→"
+            return pairs, True, "→" if arrows > len(pairs) // 2 else "\t"
+    return [(i + 1, ln) for i, ln in enumerate(lines)], False, "\t"
 
 
 def _is_definition(code: str, python: bool) -> bool:
@@ -88,8 +92,8 @@ class FileSlice:
         return frozenset((*range(_HEAD), *range(n - _TAIL, n)))
 
 
-def _shown(num: int, code: str) -> str:
-    return f"{num:>6}\t{code.rstrip()}"
+def _shown(num: int, code: str, sep: str = "\t") -> str:
+    return f"{num:>6}{sep}{code.rstrip()}"
 
 
 @dataclass(frozen=True)
@@ -101,21 +105,23 @@ class FileRead:
     numbered: bool
     defs: list[tuple[int, str]]
     note: str | None
+    sep: str = "\t"  # after a line number: the read's own arrow (Claude Code's Read), else a tab
 
     @classmethod
     def parse(cls, body: str) -> FileRead:
-        pairs, numbered = _numbered(body.split("\n"))
+        pairs, numbered, sep = _numbered(body.split("\n"))
         python = sum(1 for _, c in pairs if _PY_DEF.match(c)) > 0 and sum(
             1 for _, c in pairs if c.rstrip().endswith((";", "{"))
         ) < 0.1 * len(pairs)
         defs = [(num, code) for num, code in pairs if _is_definition(code, python)]
-        return cls(pairs, numbered, defs, _imports_note(pairs))
+        return cls(pairs, numbered, defs, _imports_note(pairs), sep)
 
     def slice(self) -> FileSlice | None:
         """The read as a FileSlice when its rendering shows only its ends, else None."""
         if len(self.defs) >= 2 or len(self.pairs) <= _HEAD + _TAIL:
             return None
-        return FileSlice(tuple(_shown(num, code) for num, code in self.pairs), self.note is not None)
+        lines = tuple(_shown(num, code, self.sep) for num, code in self.pairs)
+        return FileSlice(lines, self.note is not None)
 
     def render(self, chars: int, ref: str) -> tuple[str, str, int]:
         """(header, body, dropped chars) of a read of `chars` characters: the outline, or the ends."""
@@ -126,7 +132,7 @@ class FileRead:
         if len(defs) < 2:  # a slice inside one function: show its ends instead of an empty outline
             defs = pairs[:_HEAD] + pairs[-_TAIL:] if len(pairs) > _HEAD + _TAIL else pairs
         for num, code in defs[:120] + defs[-30:] if len(defs) > 150 else defs:
-            out.keep(_shown(num, code))
+            out.keep(_shown(num, code, self.sep))
         out.omit(max(0, chars - sum(len(ln) + 1 for ln in out.lines)))
         first, last = (pairs[0][0], pairs[-1][0]) if pairs else (0, 0)
         where = f"lines {first}-{last}" + ("" if self.numbered else " of output (numbered here)")

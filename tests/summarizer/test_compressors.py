@@ -335,6 +335,20 @@ def test_java_file_read_outline() -> None:
     assert len(out) < 0.15 * len(text)
 
 
+def test_a_read_numbered_with_arrows_is_outlined_like_cat_n() -> None:
+    """Claude Code's Read tool numbers lines as `cat -n` does, with an arrow for the tab: the same
+    outline, each of its lines verbatim as the read showed it (it was taken for a log before)."""
+    text = openhands(NUNU, 0, 4)  # OpenHands `cat -n` of JSON.java
+    arrows = re.sub(r"^( *\d+)\t", "\\1→", text, flags=re.M)
+    assert arrows.count("→") > 300
+    result = squeeze(arrows)
+    assert result.kind == "file"
+    assert result.text == squeeze(text).text.replace("\t", "→")
+    assert "    36→public interface JSON {" in result.text.splitlines()
+    shown = [ln for ln in result.text.splitlines() if re.match(r" *\d+→", ln)]
+    assert len(shown) > 10 and all(ln in arrows.splitlines() for ln in shown)
+
+
 def test_c_file_read_outline() -> None:
     out = squeeze(openhands(OH, 2, 13)).text  # match.c
     assert "   282\tstatic ast_t* make_pattern_type(pass_opt_t* opt, ast_t* pattern)" in out
