@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from summarizer.compress.classify import setup_lines, step_spans
 from summarizer.compress.clean import stamp_free, uncoloured
+from summarizer.compress.jsondoc import decoded_payloads
 from summarizer.detect import split_envelope
 
 FACT_MAX_CHARS = 200
@@ -37,8 +38,9 @@ def fact_source(text: str) -> str:
     setup_lines: the runner's and the tools' versions, the checkout's paths and refs, no fact about
     the failure), those lines left empty so that every fact is still a quote of one line. They stay
     in the log's rendering, in its lowest tiers. A tool output's envelope (`<returncode>`) is not
-    the log's: it stays a source. Colour codes go first (compress.clean.uncoloured)."""
-    text = uncoloured(text)
+    the log's: it stays a source. Colour codes go first (compress.clean.uncoloured); a tool's output
+    wrapped in JSON is read decoded, its text payloads one after the other (compress.jsondoc)."""
+    text = uncoloured("\n".join(decoded_payloads(split_envelope(text).body)) or text)
     if "##[group]Run " not in text:
         return text
     raw = text.split("\n")

@@ -32,6 +32,8 @@ from collections.abc import Sequence
 from typing import Final
 
 from summarizer.compress.clean import uncoloured
+from summarizer.compress.jsondoc import decoded_payloads
+from summarizer.detect import split_envelope
 from summarizer.items import Gist, Item
 from summarizer.safety import defang
 
@@ -106,6 +108,9 @@ def unquoted(text: str, items: Sequence[Item], gists: Sequence[Gist] = ()) -> li
     (nor one of the verified `gists`); [] for a digest that only quotes."""
     # quotes are defanged; an earlier digest in the region is quoted as it is
     region = "\n".join(t for it in items for t in (defang(it.text), it.text if it.kind == "digest" else ""))
+    # a tool's output wrapped in JSON is quoted decoded, line for line (compress.jsondoc)
+    decoded = (p for it in items for p in decoded_payloads(split_envelope(it.text).body))
+    region += "".join("\n" + defang(p) for p in decoded)
     plain = uncoloured(region)  # lines, names and facts are shown without colours (compress.clean)
     if plain is not region:
         region += "\n" + plain

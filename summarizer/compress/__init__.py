@@ -36,6 +36,7 @@ __all__ = [
 
 SMALL_INPUT = 1200  # texts this short are returned unchanged: a digest line would not be much shorter
 _MAX_LINES = 200_000  # longer bodies lose their middle lines before compression (bounds the work)
+_PAYLOAD_PROSE_CHARS = 1500  # a JSON document's prose payload shows this much of its head and tail
 
 
 _Compressor = Callable[[str, str], tuple[str, str, int]]
@@ -283,12 +284,29 @@ class Renderer:
         """The compressor's (header, body, dropped chars) for a kind without a log plan, once."""
         if self._rules is None:
             file = self._file
-            self._rules = (
-                file.render(len(self.body), self.ref)
-                if file
-                else _COMPRESSORS[self.kind](self.body, self.ref)
-            )
+            if file:
+                self._rules = file.render(len(self.body), self.ref)
+            elif self.kind == "json":
+                self._rules = compress_json(self.body, self.ref, self._payload)
+            else:
+                self._rules = _COMPRESSORS[self.kind](self.body, self.ref)
         return self._rules
+
+    def _payload(self, text: str) -> tuple[str, str, int]:
+        """A JSON document's text payload (a tool's output wrapped in JSON: compress.jsondoc)
+        compressed as what it is; prose or JSON again: its head and tail. As a tool output on its own,
+        a short payload, or one its compressor would not shrink, is shown whole."""
+        if len(text) <= SMALL_INPUT:
+            return "", text, 0
+        clean = clean_text(text)
+        kind = detect_body(clean)
+        if kind in ("log", "test"):
+            header, body, n = LogPlan(text, kind, clean).compress(self.ref, None)
+        elif kind in ("json", "prose"):
+            header, (body, n) = "", _head_tail(text, _PAYLOAD_PROSE_CHARS, self.ref)
+        else:
+            header, body, n = _COMPRESSORS[kind](uncoloured(text), self.ref)
+        return ("", text, 0) if len(body) >= len(text) else (header, body, n)
 
     def _plain(self) -> str:
         """What a file slice shows without the model's ranks (its ends), as `render` would."""

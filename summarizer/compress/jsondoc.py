@@ -1,13 +1,56 @@
-"""JSON documents and JSON lines: shape, counts, first and last items, outliers."""
+"""JSON documents and JSON lines: shape, counts, first and last items, outliers.
+
+A tool's output wrapped in JSON (Codex CLI's `{"output": ..., "metadata": {"exit_code": ...}}`, a
+sandbox's `{"stdout": ..., "stderr": ..., "returncode": ...}`, an MCP tool's text field) is an object
+whose bulk is one or two multi-line strings: its *text payloads* (`text_payloads`). Such a value is
+not described as a string of N characters: the caller compresses it as what it is (a log, a diff, a
+file read: `Payload`, from summarizer.compress.Renderer) and its lines are shown decoded, each a
+verbatim line of the value (summarizer.frame accepts those). Short values are shown whole, so an
+exit code is not reduced to its key.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 from summarizer.compress.logs import compress_log
 from summarizer.compress.out import Out
+
+# (header, body, dropped chars) of a text payload compressed as its own kind
+Payload = Callable[[str], tuple[str, str, int]]
+PAYLOAD_MIN_CHARS: Final = 400
+PAYLOAD_MIN_LINES: Final = 5
+PAYLOAD_SHARE: Final = 0.5  # of the document's characters, the payloads hold at least this much
+_SMALL_CHARS = 200
+
+
+def text_payloads(data: Any, size: int) -> list[str]:
+    """The keys of `data`'s multi-line string values (at least PAYLOAD_MIN_LINES lines and
+    PAYLOAD_MIN_CHARS characters) when they hold at least PAYLOAD_SHARE of the `size` characters
+    of the document; [] for anything else (an array, a document of many fields)."""
+    if not isinstance(data, dict):
+        return []
+    keys = [
+        k
+        for k, v in data.items()
+        if isinstance(v, str) and len(v) >= PAYLOAD_MIN_CHARS and v.count("\n") >= PAYLOAD_MIN_LINES
+    ]
+    return keys if sum(len(data[k]) for k in keys) >= PAYLOAD_SHARE * size else []
+
+
+def decoded_payloads(body: str) -> list[str]:
+    """The text payloads of a JSON document `body` (`text_payloads`), decoded; [] when it is none
+    (not JSON, or not an object whose bulk is multi-line text). Cheap for other texts."""
+    if not body[:256].lstrip().startswith("{"):
+        return []
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):
+        return []
+    return [data[k] for k in text_payloads(data, len(body))]
 
 
 def _type_name(value: Any) -> str:
@@ -21,6 +64,13 @@ def _type_name(value: Any) -> str:
 def _compact(value: Any, limit: int = 300) -> str:
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _small(value: Any) -> bool:
+    """A value shown whole beside a text payload: a number, a flag, null, or a short object/array."""
+    if value is None or isinstance(value, int | float | bool):
+        return True
+    return isinstance(value, dict | list) and len(_compact(value, _SMALL_CHARS + 1)) <= _SMALL_CHARS
 
 
 def _describe(value: Any) -> str:
@@ -79,12 +129,27 @@ def _json_array(data: list[Any], out: Out) -> str:
     return f"json: array of {len(data)} items"
 
 
-def _json_object(data: dict[str, Any], out: Out) -> str:
+def _json_object(data: dict[str, Any], out: Out, payloads: list[str], payload: Payload | None) -> int:
+    """The object's keys, described; its text payloads compressed by `payload`. Returns the chars
+    the payloads' own omission markers account for."""
+    accounted = 0
     for key in list(data)[:40]:
-        out.note(f"{key}: {_describe(data[key])}")
+        value = data[key]
+        if key in payloads and payload is not None:
+            header, body, dropped = payload(value)
+            out.note(f"{key}: str, {value.count(chr(10)) + 1} lines")
+            if header:
+                out.note(f"[{header}]")
+            for line in body.split("\n"):
+                out.keep_whole(line)
+            accounted += dropped
+        elif payloads and _small(value):
+            out.note(f"{key}: {_compact(value)}")  # beside a payload: an exit code, its metadata
+        else:
+            out.note(f"{key}: {_describe(value)}")
     if len(data) > 40:
         out.note(f"… +{len(data) - 40} more keys")
-    return f"json: object with {len(data)} keys"
+    return accounted
 
 
 def _parse_json(body: str) -> tuple[Any, bool]:
@@ -95,19 +160,21 @@ def _parse_json(body: str) -> tuple[Any, bool]:
         return [json.loads(ln) for ln in body.splitlines() if ln.strip()], True
 
 
-def compress_json(body: str, ref: str) -> tuple[str, str, int]:
+def compress_json(body: str, ref: str, payload: Payload | None = None) -> tuple[str, str, int]:
     try:
         data, lines_format = _parse_json(body)
     except (ValueError, RecursionError):
         return compress_log(body, ref)  # not JSON after all
     out = Out(ref)
+    accounted = 0
     if isinstance(data, dict):
-        header = _json_object(data, out)
+        accounted = _json_object(data, out, text_payloads(data, len(body)), payload)
+        header = f"json: object with {len(data)} keys"
     elif isinstance(data, list):
         header = _json_array(data, out) + (" (JSON lines)" if lines_format else "")
     else:
         out.note(f"value: {_compact(data)}")
         header = f"json: {_type_name(data)}"
     shown = sum(len(ln) for ln in out.lines)
-    out.omit(max(0, len(body) - shown))
-    return header, out.render(), out.dropped
+    out.omit(max(0, len(body) - shown - accounted))
+    return header, out.render(), out.dropped + accounted
