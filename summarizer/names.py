@@ -19,8 +19,9 @@ Ranking (most likely to be named again first), each name counted once:
 3. the other names of tool output.
 
 A section is read as it is read for key facts (summarizer.facts.fact_source): without its colour
-codes (a coloured `ESC[31mtest_x.py` is `test_x.py`, not `31mtest_x.py`) and, for a CI log, without
-its set-up (the runner's and the checkout's settings: `defaultBranch`, `GITHUB_TOKEN`).
+codes (a coloured `ESC[31mtest_x.py` is `test_x.py`, not `31mtest_x.py`), a tool's output wrapped
+in JSON decoded (an escaped `\\ntest_x` is `test_x`), and, for a CI log, without its set-up (the
+runner's and the checkout's settings: `defaultBranch`, `GITHUB_TOKEN`).
 
 Within a tier, names of the region's latest sections come first (an agent goes on from its most
 recent work: the file it read last, the script it wrote last), then those found in more sections (a
