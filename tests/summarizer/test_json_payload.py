@@ -17,6 +17,7 @@ from summarizer.compress.jsondoc import decoded_payloads, text_payloads
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
 from summarizer.names import ranked_names
+from watcher.planning.identifiers import identifiers
 
 REF = "a1#s1"
 TEST = """
@@ -102,3 +103,11 @@ async def test_a_digest_quotes_the_wrapped_output_decoded(outputs: dict[str, tup
     shown = next(ln for ln in digest.text.split("\n") if ln.startswith("Names")).split(": ", 1)[1].split()
     plain = [Item("s2", "tool_result", diff, 1), Item("s4", "tool_result", raw, 1)]
     assert set(shown) <= set(ranked_names(plain))  # no `ntest_scaled` from an escaped "\ntest_scaled"
+
+
+def test_the_planner_reads_a_wrapped_output_s_identifiers_decoded(
+    outputs: dict[str, tuple[str, int]],
+) -> None:
+    raw, code = outputs["pytest"]
+    assert identifiers(_codex(raw, code)) == identifiers(raw)  # not `ntest_scaled`, nor the JSON's keys
+    assert "test_scaled_total" in identifiers(raw)

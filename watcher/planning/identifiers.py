@@ -20,6 +20,7 @@ import sys
 from typing import Final
 
 from summarizer.compress.clean import uncoloured
+from summarizer.compress.jsondoc import decoded_payloads
 
 WINDOW_HEAD: Final = 192_000
 WINDOW_TAIL: Final = 64_000
@@ -65,9 +66,13 @@ _STOP_TERMS: Final = frozenset(_STOP_TEXT.split())
 
 def window(text: str) -> str:
     """The part of `text` that is read (its head and tail), without colour codes: a coloured
-    `ESC[1mtest_x.py` names `test_x.py` (summarizer.compress.clean.uncoloured)."""
+    `ESC[1mtest_x.py` names `test_x.py` (summarizer.compress.clean.uncoloured). A tool's output
+    wrapped in JSON that is read whole is read decoded (summarizer.compress.jsondoc): an escaped
+    `\\ntest_x` names `test_x`, not `ntest_x`."""
     if len(text) > WINDOW_HEAD + WINDOW_TAIL:
         text = text[:WINDOW_HEAD] + "\n" + text[-WINDOW_TAIL:]
+    else:
+        text = "\n".join(decoded_payloads(text)) or text
     return uncoloured(text)
 
 
