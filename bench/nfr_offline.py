@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import glob
 import re
+from collections.abc import Callable
 
 from ipc.sections import Section
 from summarizer.digest import Item, Summarizer
@@ -56,6 +57,16 @@ def shared_trajectories(root: str = SHARED) -> list[str]:
         f"{root}/openhands-nunu0404/output.jsonl",
         f"{root}/swe-agent/pydicom__pydicom-1458.traj",
     ]
+
+
+def model_summarizer(count: Callable[[str], int]) -> Summarizer:
+    """The real model at the daemon's default weights (q4_0), for the offline plays that digest
+    each region with it as well (bench/results/modelshare/...)."""
+    from summarizer.engine import EngineSettings, LlamaEngine
+    from watcher.runtime.paths import default_model_path
+
+    engine = LlamaEngine(EngineSettings(str(default_model_path()), weights="q4_0", flash_attn=True))
+    return Summarizer(engine, count=count)
 
 
 def default_marks() -> Watermarks:

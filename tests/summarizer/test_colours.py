@@ -17,6 +17,7 @@ from summarizer.compress import compress
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
 from summarizer.names import ranked_names
+from tests.fixtures.gitrepo import rescale, scratch_repo, write_module
 from watcher.planning.identifiers import identifiers, terms
 
 REF = "a1#s1"
@@ -44,14 +45,7 @@ def _run(cmd: list[str], cwd: Path) -> str:
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A git repository with a committed file of 400 lines, 30 of them changed since."""
     root = tmp_path_factory.mktemp("repo")
-    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "."], cwd=root, check=True)
-    lines = [f"value_{i} = compute_total({i}, scale=2)  # line {i} of the module" for i in range(400)]
-    (root / "module.py").write_text("\n".join(lines) + "\n")
-    subprocess.run([*git, "add", "module.py"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], cwd=root, check=True)
-    changed = [ln.replace("scale=2", "scale=3") if 100 <= i < 130 else ln for i, ln in enumerate(lines)]
-    (root / "module.py").write_text("\n".join(changed) + "\n")
+    write_module(root, rescale(scratch_repo(root), 100, 30, 3))
     (root / "test_x.py").write_text(FAILING)
     return root
 

@@ -4,7 +4,6 @@ stat summary. Real git in a scratch repository; before, the diff compressor drop
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,8 @@ import pytest
 from summarizer.compress import Renderer, compress
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
+from tests.fixtures.gitrepo import git, rescale, scratch_repo, write_module
 
-GIT = ["git", "-c", "user.email=dev@example.com", "-c", "user.name=Dev One"]
 SUBJECTS = (
     "Fix the off-by-one in parse_window when the header is empty",
     "Retry flaky uploads in sync_bucket with a bounded backoff",
@@ -21,35 +20,24 @@ SUBJECTS = (
 )
 
 
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run([*GIT, *args], cwd=root, capture_output=True, text=True, check=True).stdout
-
-
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("history")
-    _git(root, "init", "-q", ".")
-    lines = [f"value_{i} = helper_total({i}, scale=2)  # line {i}" for i in range(300)]
-    (root / "module.py").write_text("\n".join(lines) + "\n")
-    _git(root, "add", ".")
-    _git(root, "commit", "-qm", "Initial module")
+    lines = scratch_repo(root, 300)
     for k, subject in enumerate(SUBJECTS):
-        lines = [
-            ln.replace("scale=2", f"scale={k + 3}") if 40 * k <= i < 40 * k + 25 else ln
-            for i, ln in enumerate(lines)
-        ]
-        (root / "module.py").write_text("\n".join(lines) + "\n")
+        lines = rescale(lines, 40 * k, 25, k + 3)
+        write_module(root, lines)
         body = "\n".join(f"Detail {j} of why: the window was read one line late." for j in range(12))
-        _git(root, "commit", "-qam", f"{subject}\n\n{body}")
+        git(root, "commit", "-qam", f"{subject}\n\n{body}")
     return root
 
 
 def test_git_log_p_keeps_each_commit_s_id_author_date_and_subject(history: Path) -> None:
-    log = _git(history, "log", "-p", "--stat", "-3")
+    log = git(history, "log", "-p", "--stat", "-3")
     r = Renderer(log, ref="a1#s1")
     assert r.kind == "diff"
     text = r.render().text
-    for sha in _git(history, "log", "--format=%H", "-3").split():
+    for sha in git(history, "log", "--format=%H", "-3").split():
         assert f"commit {sha}" in text
     for subject in SUBJECTS:
         assert f"    {subject}" in text
@@ -57,21 +45,21 @@ def test_git_log_p_keeps_each_commit_s_id_author_date_and_subject(history: Path)
     assert text.count("Date: ") == 3
     assert text.count("1 file changed, 25 insertions(+), 25 deletions(-)") == 3
     assert "Detail 2 of why" in text and "Detail 11 of why" not in text  # a long message's head only
-    assert "+value_80 = helper_total(80, scale=5)  # line 80" in text  # changed lines kept ...
+    assert "+value_80 = compute_total(80, scale=5)  # line 80 of the module" in text  # changed lines kept ...
     assert (
-        " value_77 = helper_total(77, scale=2)  # line 77" in log and " value_77 " not in text
+        " value_77 = compute_total(77, scale=2)  # line 77 of the module" in log and " value_77 " not in text
     )  # context not
 
 
 def test_git_show_and_format_patch_say_which_change_they_are(history: Path) -> None:
-    show = compress(_git(history, "show", "HEAD"), ref="a1#s1").text
-    assert SUBJECTS[-1] in show and _git(history, "rev-parse", "HEAD").strip() in show
-    patch = compress(_git(history, "format-patch", "-1", "--stdout", "HEAD~1"), ref="a1#s1").text
+    show = compress(git(history, "show", "HEAD"), ref="a1#s1").text
+    assert SUBJECTS[-1] in show and git(history, "rev-parse", "HEAD").strip() in show
+    patch = compress(git(history, "format-patch", "-1", "--stdout", "HEAD~1"), ref="a1#s1").text
     assert f"Subject: [PATCH] {SUBJECTS[1]}" in patch
 
 
 async def test_a_digest_of_a_history_quotes_its_commits(history: Path) -> None:
-    log = _git(history, "log", "-p", "-3")
+    log = git(history, "log", "-p", "-3")
     summarizer = Summarizer(None)
     items = [
         Item("s1", "tool_call", "git log -p -3", 6),

@@ -17,6 +17,7 @@ from summarizer.compress.jsondoc import decoded_payloads, text_payloads
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
 from summarizer.names import ranked_names
+from tests.fixtures.gitrepo import rescale, scratch_repo, write_module
 from watcher.planning.identifiers import identifiers
 
 REF = "a1#s1"
@@ -35,15 +36,7 @@ def test_scaled_total():
 def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, int]]:
     """(output, exit code) of a real `git diff` and a real failing pytest run."""
     root = tmp_path_factory.mktemp("wrapped")
-    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t"]
-    subprocess.run([*git, "init", "-q", "."], cwd=root, check=True)
-    lines = [f"value_{i} = compute_total({i}, scale=2)  # line {i} of the module" for i in range(300)]
-    (root / "module.py").write_text("\n".join(lines) + "\n")
-    subprocess.run([*git, "add", "."], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "base"], cwd=root, check=True)
-    (root / "module.py").write_text(
-        "\n".join(ln.replace("=2", "=3") if "(5" in ln else ln for ln in lines) + "\n"
-    )
+    write_module(root, rescale(scratch_repo(root, 300), 50, 10, 3))
     (root / "test_scaled.py").write_text(TEST)
     runs = {
         "diff": ["git", "diff"],

@@ -23,10 +23,8 @@ sys.path.insert(0, "bench")
 import nfr_offline as N
 
 from summarizer.digest import Summarizer
-from summarizer.engine import EngineSettings, LlamaEngine
 from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import load_many
-from watcher.runtime.paths import default_model_path
 
 
 def main() -> None:
@@ -36,9 +34,7 @@ def main() -> None:
     args = ap.parse_args()
     count = token_counter(True)
     det = Summarizer(None, count=count)
-    model = Summarizer(
-        LlamaEngine(EngineSettings(str(default_model_path()), weights="q4_0", flash_attn=True)), count=count
-    )
+    model = N.model_summarizer(count)
     orig = det.digest
     tally: dict[int, Counter[str]] = {cap: Counter() for cap in args.caps}
 
