@@ -292,21 +292,17 @@ class Renderer:
                 self._rules = _COMPRESSORS[self.kind](self.body, self.ref)
         return self._rules
 
-    def _payload(self, text: str) -> tuple[str, str, int]:
-        """A JSON document's text payload (a tool's output wrapped in JSON: compress.jsondoc)
-        compressed as what it is; prose or JSON again: its head and tail. As a tool output on its own,
-        a short payload, or one its compressor would not shrink, is shown whole."""
+    def _payload(self, text: str) -> tuple[str, int]:
+        """A JSON document's text payload (a tool's output wrapped in JSON: compress.jsondoc) rendered
+        as a tool output of its own, (rendering, dropped chars): compressed as what it is, or whole
+        when short or not shrunk; prose or JSON again: its head and tail."""
         if len(text) <= SMALL_INPUT:
-            return "", text, 0
-        clean = clean_text(text)
-        kind = detect_body(clean)
-        if kind in ("log", "test"):
-            header, body, n = LogPlan(text, kind, clean).compress(self.ref, None)
-        elif kind in ("json", "prose"):
-            header, (body, n) = "", _head_tail(text, _PAYLOAD_PROSE_CHARS, self.ref)
-        else:
-            header, body, n = _COMPRESSORS[kind](uncoloured(text), self.ref)
-        return ("", text, 0) if len(body) >= len(text) else (header, body, n)
+            return text, 0
+        inner = Renderer(text, ref=self.ref)
+        if inner.kind in ("json", "prose"):
+            return _head_tail(text, _PAYLOAD_PROSE_CHARS, self.ref)
+        out = inner.render()
+        return out.text, out.dropped_chars
 
     def _plain(self) -> str:
         """What a file slice shows without the model's ranks (its ends), as `render` would."""

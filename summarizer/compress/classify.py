@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from summarizer.compress.clean import ANSI, stamp_free
+from summarizer.compress.clean import stamp_free, uncoloured
 from summarizer.textscan import line_starts, lines_with
 
 # failures the start of a line says (tried with .match)
@@ -154,9 +154,7 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     # carriage returns inside it, which cleaning turns into spaces: such a line keeps them
     shown = clean
     if any("\r" in ln for ln in raw):
-        shown = [
-            stamp_free(ANSI.sub("", r)) if "\r" in r[:-1] else c for r, c in zip(raw, clean, strict=True)
-        ]
+        shown = [stamp_free(uncoloured(r)) if "\r" in r[:-1] else c for r, c in zip(raw, clean, strict=True)]
     return Lines(raw, clean, clean_text, shown, hinted, failure, mention, passing)
 
 

@@ -19,8 +19,8 @@ from typing import Any, Final
 from summarizer.compress.logs import compress_log
 from summarizer.compress.out import Out
 
-# (header, body, dropped chars) of a text payload compressed as its own kind
-Payload = Callable[[str], tuple[str, str, int]]
+# (rendering, dropped chars) of a text payload compressed as its own kind, its header line first
+Payload = Callable[[str], tuple[str, int]]
 PAYLOAD_MIN_CHARS: Final = 400
 PAYLOAD_MIN_LINES: Final = 5
 PAYLOAD_SHARE: Final = 0.5  # of the document's characters, the payloads hold at least this much
@@ -136,11 +136,9 @@ def _json_object(data: dict[str, Any], out: Out, payloads: list[str], payload: P
     for key in list(data)[:40]:
         value = data[key]
         if key in payloads and payload is not None:
-            header, body, dropped = payload(value)
+            rendering, dropped = payload(value)
             out.note(f"{key}: str, {value.count(chr(10)) + 1} lines")
-            if header:
-                out.note(f"[{header}]")
-            for line in body.split("\n"):
+            for line in rendering.split("\n"):
                 out.keep_whole(line)
             accounted += dropped
         elif payloads and _small(value):
