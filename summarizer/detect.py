@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-ContentKind = Literal["test", "log", "json", "grep", "diff", "file", "listing", "prose"]
+ContentKind = Literal["test", "log", "json", "grep", "diff", "file", "listing", "page", "prose"]
 
 _HEAD_SAMPLE = 64_000
 _TAIL_SAMPLE = 16_000
@@ -201,6 +201,36 @@ def _is_source(lines: list[str]) -> bool:
     return code >= 0.7 or (code >= 0.5 and definitions >= 1) or (code >= 0.25 and definitions >= 3)
 
 
+_DOCTYPE = re.compile(
+    r"\A\ufeff?\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b", re.I | re.S
+)
+_TAG = re.compile(r"</?[a-zA-Z][\w-]*(?:\s[^<>]*)?/?>")
+_PAGE_MARK = re.compile(r"<(?:body|head|/html)\b", re.I)
+_TEMPLATE = re.compile(r"\{%|\{\{")
+
+
+def _is_page(sample: str, lines: list[str]) -> bool:
+    """Whether a tool output is an HTML page: it opens as one (a doctype or `<html>`), or (after an
+    HTTP response's headers, say) most of its lines carry tags and it has a `<body>` or `<head>`.
+    A template's source (`{% ... %}`, `{{ ... }}`) is a file to read, not a page."""
+    if len(_TEMPLATE.findall(sample)) >= 3:
+        return False
+    if _DOCTYPE.match(sample):
+        return True
+    if not lines or not _PAGE_MARK.search(sample):
+        return False
+    tagged = sum(1 for ln in lines if _TAG.search(ln))
+    return tagged >= 0.5 * len(lines)
+
+
+def is_page(body: str) -> bool:
+    """Whether a tool output's body is an HTML page (cheap when it plainly is not one)."""
+    head = body[:_HEAD_SAMPLE].lower()
+    if "<html" not in head and "<body" not in head and "<head" not in head and "<!doctype" not in head:
+        return False
+    return _is_page(_sample_text(body), sample_lines(body))
+
+
 def detect_body(body: str) -> ContentKind:
     """Classify an already-unwrapped tool output body."""
     lines = sample_lines(body)
@@ -211,6 +241,8 @@ def detect_body(body: str) -> ContentKind:
         return "diff"
     if _is_json(body, lines):
         return "json"
+    if _is_page(sample, lines):
+        return "page"
     if TEST_SIGNAL.search(sample):
         return "test"
     if numbered := _numbered_kind(lines):

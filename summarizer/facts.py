@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from summarizer.compress.classify import setup_lines, step_spans
 from summarizer.compress.clean import stamp_free, uncoloured
 from summarizer.compress.jsondoc import decoded_payloads
-from summarizer.detect import split_envelope
+from summarizer.compress.markup import page_text
+from summarizer.detect import is_page, split_envelope
 
 FACT_MAX_CHARS = 200
 _SENTENCE_REACH = 240  # how far a sentence may extend either side of its marker word
@@ -39,8 +40,12 @@ def fact_source(text: str) -> str:
     the failure), those lines left empty so that every fact is still a quote of one line. They stay
     in the log's rendering, in its lowest tiers. A tool output's envelope (`<returncode>`) is not
     the log's: it stays a source. Colour codes go first (compress.clean.uncoloured); a tool's output
-    wrapped in JSON is read decoded, its text payloads one after the other (compress.jsondoc)."""
-    text = uncoloured("\n".join(decoded_payloads(split_envelope(text).body)) or text)
+    wrapped in JSON is read decoded, its text payloads one after the other (compress.jsondoc); an
+    HTML page as its text (compress.markup), not its tags and attributes."""
+    body = split_envelope(text).body
+    if is_page(body):
+        return page_text(body)
+    text = uncoloured("\n".join(decoded_payloads(body)) or text)
     if "##[group]Run " not in text:
         return text
     raw = text.split("\n")

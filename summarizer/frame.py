@@ -33,7 +33,8 @@ from typing import Final
 
 from summarizer.compress.clean import uncoloured
 from summarizer.compress.jsondoc import decoded_payloads
-from summarizer.detect import split_envelope
+from summarizer.compress.markup import page_text
+from summarizer.detect import is_page, split_envelope
 from summarizer.items import Gist, Item
 from summarizer.safety import defang
 
@@ -58,7 +59,7 @@ BRIEF: Final = re.compile(r"(?: …)? \[\d+ chars; recall [^\]\s]+\]$")
 # a compressor's header line: its kind, then words of its own (NOTE_WORDS) and of the region; a test
 # run's header quotes its summary lines ("; " between them); the envelope's note may end it
 COMPRESSOR_HEADER: Final = re.compile(
-    r"^\[(log|test run|binary-like output|diff|grep|json|file read|listing): "
+    r"^\[(log|test run|binary-like output|diff|grep|json|file read|listing|page): "
 )
 ENVELOPE_NOTE: Final = re.compile(r"(?:; (?:harness already elided \d+ chars|command timed out))?\]?$")
 # key facts (summarizer.facts) are quotes with their whitespace collapsed, clipped with "…"; an exit
@@ -72,7 +73,7 @@ values match matches file files line lines binary name no directories directory 
 or str int float bool null list dict object array string number true false none empty chars omitted
 recall shown entries entry repeats collapsed harness already elided command timed out undecodable
 control characters like output hunks context dropped dirs in outline read run test log diff grep
-json listing summary numbered here
+json listing summary numbered here page markup text heading headings
 """
 NOTE_WORDS: Final = frozenset(_NOTES.split())
 _WORD: Final = re.compile(r"[^\W\d_]{2,}")
@@ -109,8 +110,11 @@ def unquoted(text: str, items: Sequence[Item], gists: Sequence[Gist] = ()) -> li
     # quotes are defanged; an earlier digest in the region is quoted as it is
     region = "\n".join(t for it in items for t in (defang(it.text), it.text if it.kind == "digest" else ""))
     # a tool's output wrapped in JSON is quoted decoded, line for line (compress.jsondoc)
-    decoded = (p for it in items for p in decoded_payloads(split_envelope(it.text).body))
+    bodies = [split_envelope(it.text).body for it in items]
+    decoded = (p for body in bodies for p in decoded_payloads(body))
     region += "".join("\n" + defang(p) for p in decoded)
+    # an HTML page is quoted as its text, entities decoded (compress.markup)
+    region += "".join("\n" + defang(page_text(body)) for body in bodies if is_page(body))
     plain = uncoloured(region)  # lines, names and facts are shown without colours (compress.clean)
     if plain is not region:
         region += "\n" + plain

@@ -17,6 +17,7 @@ from summarizer.compress.diff import compress_diff
 from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
 from summarizer.compress.logs import LogPlan, compress_log, compress_test
+from summarizer.compress.markup import compress_page
 from summarizer.compress.out import Compressed, omission
 from summarizer.compress.outline import FileRead, FileSlice, compress_file, compress_listing
 from summarizer.compress.select import Budget
@@ -48,6 +49,7 @@ _COMPRESSORS: dict[ContentKind, _Compressor] = {
     "diff": compress_diff,
     "file": compress_file,
     "listing": compress_listing,
+    "page": compress_page,
 }
 
 
@@ -335,6 +337,23 @@ class Renderer:
         by_line = {self.slice.lines[i]: s for i, s in self.ranks.items() if 0 <= i < len(self.slice.lines)}
         return {j: by_line[ln] for j, ln in enumerate(out.split("\n")) if ln in by_line}
 
+    def _page_in(self, max_chars: int) -> tuple[str, int] | None:
+        """A page rendered for a room smaller than its natural one (its headings and the first
+        lines under each: compress.markup), (rendering, dropped chars), or None (not a page, or
+        the room holds no outline)."""
+        if self.kind != "page" or not self.active or self.binary:
+            return None
+        room = max_chars
+        for _ in range(4):  # fit the wrapped result: shrink the room by the overflow
+            header, body, n = compress_page(self.body, self.ref, room)
+            text = _wrap(self.env, header, body)
+            if len(text) <= max_chars:
+                return text, n
+            room -= len(text) - max_chars + 16
+            if room <= 0:
+                break
+        return None
+
     def render(self, max_chars: int | None = None) -> Compressed:
         out, dropped = self.text, 0
         self.model_lines = self.ranked_lines = 0
@@ -347,8 +366,13 @@ class Renderer:
                 self.cut = n > 0 and max_chars is not None and self.plan is not None
         if max_chars is not None and len(out) > max_chars:
             self.cut = True
-            # the rules' cut (of a file slice: of its ends, as `out` may show the model's lines)
-            rules, n = _head_tail(self._plain() if self.slice is not None else out, max_chars, self.ref)
+            # the rules' cut (of a file slice: of its ends, as `out` may show the model's lines; of
+            # a page: its outline in the smaller room)
+            fitted = self._page_in(max_chars)
+            if fitted is not None:  # its count is of the page, not of `out`
+                rules, n = fitted[0], fitted[1] - (dropped - self.lines_cut - self.env.dropped)
+            else:
+                rules, n = _head_tail(self._plain() if self.slice is not None else out, max_chars, self.ref)
             ranked = _ranked_cut(out, self._ranks_in(out), max_chars, self.ref, keep_first=self.active)
             shown = set(rules.split("\n"))
             added = 0 if ranked is None else sum(1 for i in ranked[2] if ranked[3][i] not in shown)

@@ -21,6 +21,8 @@ from typing import Final
 
 from summarizer.compress.clean import uncoloured
 from summarizer.compress.jsondoc import decoded_payloads
+from summarizer.compress.markup import page_text
+from summarizer.detect import is_page
 
 WINDOW_HEAD: Final = 192_000
 WINDOW_TAIL: Final = 64_000
@@ -68,7 +70,10 @@ def window(text: str) -> str:
     """The part of `text` that is read (its head and tail), without colour codes: a coloured
     `ESC[1mtest_x.py` names `test_x.py` (summarizer.compress.clean.uncoloured). A tool's output
     wrapped in JSON that is read whole is read decoded (summarizer.compress.jsondoc): an escaped
-    `\\ntest_x` names `test_x`, not `ntest_x`."""
+    `\\ntest_x` names `test_x`, not `ntest_x`. An HTML page is read as its text
+    (summarizer.compress.markup): its tags' classes and ids name nothing the agent works on."""
+    if is_page(text):
+        return page_text(text[: WINDOW_HEAD + WINDOW_TAIL])
     if len(text) > WINDOW_HEAD + WINDOW_TAIL:
         text = text[:WINDOW_HEAD] + "\n" + text[-WINDOW_TAIL:]
     else:
