@@ -108,6 +108,8 @@ TEST_SIGNAL = re.compile(
     r"|make(?:\[\d+\])?: \*\*\* )",
     re.M,
 )
+# GitHub Actions' workflow commands, which only its runner's log holds
+_CI_MARK = re.compile(r"^##\[(?:group|endgroup|error|warning)\]", re.M)
 _NUMBERED = re.compile(r" *\d+[\t→]")  # `cat -n`; Claude Code's Read puts an arrow after the number
 _COLON_NUMBERED = re.compile(r"(\d{1,9}):")
 _GREP_LINE = re.compile(
@@ -247,6 +249,8 @@ def detect_body(body: str) -> ContentKind:
         return "test"
     if numbered := _numbered_kind(lines):
         return numbered
+    if len(_CI_MARK.findall(sample, 0, 200_000)) >= 2:  # a CI runner's log, whatever its steps print
+        return "log"
     if _fraction(lines, _GREP_LINE) >= 0.6:
         return "grep"
     if _is_listing(lines):

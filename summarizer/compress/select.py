@@ -12,7 +12,8 @@ indented lines after it, its location lines) comes with it.
 0. the verdict: CI error annotations (`##[error]...`), the last line of the log, the final test
    summary, the job's name;
 1. failure lines (the ends of each run of them, the first two of each kind) with the start of their
-   blocks, the header and script of a failing CI step and its output before the error (nearest
+   blocks, the header and script of a failing CI step (a script line that fails the step itself,
+   `exit 1`, `core.setFailed(...)`, right after the header) and its output before the error (nearest
    first), the log's last lines, marks a test runner's parser adds;
 2. grep-like context around failures (3 before, 8 after, not across a blank line), the failing
    step's command and settings, the rest of a failure's block, the log's last paragraph (up to ten
@@ -33,6 +34,7 @@ for no recall: docs/BENCHMARKS.md). `candidates` says which lines are worth scor
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -51,6 +53,12 @@ _BLOCK_FIRST = 2  # ... of which the first ones are in tier 1 (the innermost fra
 _STEP_TAIL = 30  # lines before a CI step's error annotation
 _CONTEXT_MIN, _FILL_MIN = 1000, 300  # chars that context and other lines may take at least
 _MARKER = 48  # what an omission marker costs, roughly
+# a line of a CI step's script that fails the step itself: `exit 1`, `exit "$rc"`, `false`,
+# `core.setFailed(...)`, `process.exit(2)`, `sys.exit(1)`, `raise`, `throw`
+_FAILS = re.compile(
+    r"\s*(?:exit\s+(?:[1-9]\d*|\"?\$)|false\s*(?:[;#]|$)"
+    r"|.*\b(?:core\.setFailed\(|process\.exit\(\s*[1-9]|sys\.exit\(\s*[1-9\"'])|raise\s|throw\s)"
+)
 
 
 @dataclass(frozen=True)
@@ -185,6 +193,9 @@ def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
                 ),
                 group_end,
             )  # the runner lists the step's shell, inputs and environment after its script
+            for j in range(start + 1, min(settings, start + 60)):  # the script's own failure: next
+                if _FAILS.match(lines.clean[j]):
+                    t.mark(j, 1, e, 4)
             for k, j in enumerate(range(start, min(settings, start + 7))):
                 t.mark(j, 1, e, 3 if k == 0 else 4 * k + 1)  # the name after the nearest output line
             t.span(start + 1, min(group_end, start + 60), 2, e)

@@ -85,6 +85,26 @@ def test_ci_failing_step_keeps_name_command_output_and_verdict_drops_setup() -> 
     assert "fetch-depth" not in out
 
 
+@pytest.mark.parametrize(
+    "fails",
+    ["    exit 1", '  exit "$status"', "  core.setFailed(`${changed} files are not formatted`)", "  false"],
+)
+def test_the_line_of_a_failing_step_s_script_that_fails_it_is_shown_in_a_small_room(fails: str) -> None:
+    """A status gate (the upstream job's result checked, then `exit 1`): the step's output is
+    nothing, its evidence is its script. In a room for a few lines, the line that fails the step
+    comes right after the step's header, before the script lines above it."""
+    jobs = ("lint", "unit-tests", "integration", "docs", "wheels", "benchmarks", "typecheck", "e2e")
+    script = [f'echo "{job}: ${{{{ needs.{job}.result }}}}"' for job in jobs]
+    checks = " || ".join(f'"${{{{ needs.{job}.result }}}}" != "success"' for job in jobs[:3])
+    script += [f"if [[ {checks} ]]; then", '  echo "an upstream job did not succeed"', fails, "fi"]
+    text = ci_log(script[0], script, [], noise=30)
+    for room in (450, 700):
+        out = compress(text, ref=REF, max_chars=room).text
+        assert len(out) <= room
+        kept_whole(out, text, fails.strip())
+        kept_whole(out, text, "##[error]Process completed with exit code 1.")
+
+
 def test_timestamps_and_colours_do_not_hide_a_failure_line() -> None:
     output = [f"\x1b[32mchecking module {k}\x1b[0m" for k in range(50)]
     output += ["\x1b[31m\x1b[1mFAILED\x1b[0m tests/test_widgets.py::test_resize - ValueError: negative width"]

@@ -50,7 +50,12 @@ _HEADING = re.compile(r"<h([1-6])\b[^>]*>(.*?)</h\1\s*>", re.I | re.S)
 _PARA = re.compile(r"<p\b[^>]*>(.*?)</p\s*>", re.I | re.S)
 _TAGS = re.compile(r"<[^>]*>")
 _WORD = re.compile(r"[^\W\d_]{4,}")
-_MARKUP = re.compile(r"<[a-zA-Z/!]")
+# a tag of HTML (not `Vec<T>` in a rustdoc signature, not a decoded `&lt;url&gt;`)
+_MARKUP = re.compile(
+    r"</?(?:html|head|body|div|span|p|a|td|tr|table|font|strong|em|code|pre|dl|dt|dd|ul|ol|li|h\d|meta|link"
+    r"|script|style|section|nav|main|header|footer|button|img|br|hr|!DOCTYPE)\b",
+    re.I,
+)
 
 
 def _text(fragment: str) -> str:
