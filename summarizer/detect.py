@@ -8,13 +8,15 @@ even on a 900k-character observation.
 
 from __future__ import annotations
 
+import csv
 import itertools
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-ContentKind = Literal["test", "log", "json", "grep", "diff", "file", "listing", "page", "prose"]
+ContentKind = Literal["test", "log", "json", "grep", "diff", "file", "listing", "page", "table", "prose"]
 
 _HEAD_SAMPLE = 64_000
 _TAIL_SAMPLE = 16_000
@@ -233,6 +235,28 @@ def is_page(body: str) -> bool:
     return _is_page(_sample_text(body), sample_lines(body))
 
 
+_DELIMITERS = (",", "\t", "|", ";")
+_COLUMN_NAME = re.compile(r"(?=.{1,40}$)[A-Za-z_][\w.()/%#-]*(?: [\w.()/%#-]+){0,3}")  # a few words at most
+
+
+def table_delimiter(lines: Sequence[str]) -> str | None:
+    """The delimiter that splits `lines` (5 or more) as a table, or None: the first line is a header
+    (2 or more fields, each a name of a few words, not a number or a timestamp: a log line's
+    `10:00:00,123` is none), a quarter of the lines have as many fields, and 90 % have 2 to that many (a
+    row may leave its last fields out)."""
+    if len(lines) < 5:
+        return None
+    for d in _DELIMITERS:
+        rows = list(csv.reader(lines[:200], delimiter=d))
+        width = len(rows[0]) if rows and rows[0] else 0
+        if width < 2 or not all(_COLUMN_NAME.fullmatch(f.strip()) for f in rows[0]):
+            continue
+        whole = sum(1 for r in rows if len(r) == width)  # (a row may leave its last fields out)
+        if whole >= 0.25 * len(rows) and sum(1 for r in rows if 2 <= len(r) <= width) >= 0.9 * len(rows):
+            return d
+    return None
+
+
 def detect_body(body: str) -> ContentKind:
     """Classify an already-unwrapped tool output body."""
     lines = sample_lines(body)
@@ -247,6 +271,8 @@ def detect_body(body: str) -> ContentKind:
         return "page"
     if TEST_SIGNAL.search(sample):
         return "test"
+    if table_delimiter(lines) is not None:  # (before `cat -n`: a TSV's first column may be numbers)
+        return "table"
     if numbered := _numbered_kind(lines):
         return numbered
     if len(_CI_MARK.findall(sample, 0, 200_000)) >= 2:  # a CI runner's log, whatever its steps print

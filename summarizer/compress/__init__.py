@@ -21,6 +21,7 @@ from summarizer.compress.markup import compress_page
 from summarizer.compress.out import Compressed, omission
 from summarizer.compress.outline import FileRead, FileSlice, compress_file, compress_listing
 from summarizer.compress.select import Budget
+from summarizer.compress.table import compress_table
 from summarizer.detect import ContentKind, Envelope, detect_body, split_envelope
 
 __all__ = [
@@ -50,6 +51,7 @@ _COMPRESSORS: dict[ContentKind, _Compressor] = {
     "file": compress_file,
     "listing": compress_listing,
     "page": compress_page,
+    "table": compress_table,
 }
 
 

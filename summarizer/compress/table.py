@@ -1,0 +1,74 @@
+"""Delimited tables (CSV, TSV, `sqlite3` and `psql` results): their shape, then their rows' ends.
+
+A table printed whole (`cat data.csv`, a query's result) is rows of one shape; what an agent needs
+of an old one is its columns, how many rows it had, what each column holds, and a few rows to see
+the format. `compress_table` shows the header row, one line per column (its distinct values when
+few, quoted; else the range of a numeric column), the first and last rows verbatim, and omits the
+rest. The delimiter is the one that splits the sampled lines as a table under a header row
+(summarizer.detect.table_delimiter).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+
+from summarizer.compress.out import Out, plural
+from summarizer.detect import table_delimiter
+
+_HEAD_ROWS, _TAIL_ROWS = 8, 4
+_COLUMNS_MAX = 24  # more columns than this: the first 24 are described
+_FEW = 6  # a column with at most this many distinct values lists them
+_VALUE_MAX = 40  # longer values are not listed
+_READ_MAX = 200_000  # rows read for the column lines (bounded work); all rows are counted
+
+
+def _number(value: str) -> float | None:
+    try:
+        n = float(value)
+    except ValueError:
+        return None
+    return n if math.isfinite(n) else None
+
+
+def _column(name: str, values: list[str]) -> str:
+    """A column's line: its distinct values when few, else their count, and a numeric column's
+    smallest and largest value as written."""
+    distinct: dict[str, None] = dict.fromkeys(v.strip() for v in values)
+    label = f"{name}: {plural(len(distinct), 'value')}"
+    if len(distinct) <= _FEW and all(len(v) <= _VALUE_MAX for v in distinct):
+        return f"{label} " + " ".join(v or '""' for v in distinct)
+    numbers = [(n, v) for v in distinct if (n := _number(v)) is not None]
+    if numbers and len(numbers) >= 0.9 * len(distinct):
+        return f"{label}, from {min(numbers)[1]} to {max(numbers)[1]}"
+    return label
+
+
+def compress_table(body: str, ref: str) -> tuple[str, str, int]:
+    lines = [ln for ln in body.split("\n") if ln.strip()]
+    delim = table_delimiter(lines) or ","
+    rows = list(csv.reader(lines[: _READ_MAX + 1], delimiter=delim))
+    width = len(rows[0])
+    header, data = rows[0], rows[1:]
+    out = Out(ref)
+    out.keep(lines[0])
+    shown = len(lines[0]) + 1
+    for k, name in enumerate(header[:_COLUMNS_MAX]):
+        out.note(_column(name.strip() or f"column {k + 1}", [r[k] for r in data if k < len(r)]))
+    if len(header) > _COLUMNS_MAX:
+        out.note(f"… {len(header) - _COLUMNS_MAX} more columns")
+    rest = lines[1:]
+    head, tail = rest[:_HEAD_ROWS], rest[max(_HEAD_ROWS, len(rest) - _TAIL_ROWS) :]
+    for ln in head:
+        out.keep(ln)
+        shown += len(ln) + 1
+    middle = len(rest) - len(head) - len(tail)
+    if middle > 0:
+        out.omit(sum(len(ln) + 1 for ln in rest[len(head) : len(rest) - len(tail)]))
+    for ln in tail:
+        out.keep(ln)
+        shown += len(ln) + 1
+    out.omit(max(0, len(body) - shown - out.dropped))  # blank lines, and what clipping cut
+    name = {",": "comma", "\t": "tab", "|": "pipe", ";": "semicolon"}[delim]
+    summary = f"table: {plural(len(rest), 'row')}, {plural(width, 'column')}, {name}-separated"
+    return summary, out.render(), out.dropped

@@ -1,0 +1,118 @@
+"""A delimited table (a CSV file printed, a query's result) is shown as its shape: the header row,
+a line per column, the first and last rows. Before, a CSV was taken for a directory listing
+(`[listing: 1629 entries (0 dirs) in 1 directory]`, its rows run together on one line). Real data:
+numpy's own CSV test sets (installed with numpy, a dependency), and a real SQLite query's result
+printed as `sqlite3 -header -separator $'\\t'` prints it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+import sqlite3
+from pathlib import Path
+
+import numpy
+import pytest
+
+from summarizer.compress import compress
+from summarizer.detect import detect
+from summarizer.digest import Item, Summarizer
+from summarizer.frame import unquoted
+
+REF = "a1#s1"
+MARKER = re.compile(r"\[… (\d+) chars omitted; recall a1#s1\]")
+DATA = Path(numpy.__file__).parent / "_core" / "tests" / "data"
+
+
+def numpy_csv() -> str:
+    return (DATA / "umath-validation-set-log2.csv").read_text()
+
+
+def query_result(tmp_path: Path) -> str:
+    """A SQLite table of 400 jobs, `SELECT *` printed with a header, tab-separated."""
+    db = sqlite3.connect(tmp_path / "jobs.db")
+    db.execute("CREATE TABLE jobs (id INTEGER, queue TEXT, status TEXT, attempts INTEGER, wall_ms REAL)")
+    statuses = ("done", "failed", "retrying")
+    rows = [(i, f"q{i % 3}", statuses[i % 7 % 3], i % 5, 12.5 + i * 0.75) for i in range(400)]
+    db.executemany("INSERT INTO jobs VALUES (?, ?, ?, ?, ?)", rows)
+    cur = db.execute("SELECT * FROM jobs ORDER BY id")
+    out = io.StringIO()
+    writer = csv.writer(out, delimiter="\t", lineterminator="\n")
+    writer.writerow([d[0] for d in cur.description])
+    writer.writerows(cur)
+    db.close()
+    return out.getvalue()
+
+
+def _checked(text: str) -> str:
+    out = compress(text, ref=REF)
+    assert out.kind == "table" and compress(text, ref=REF) == out
+    assert sum(int(n) for n in MARKER.findall(out.text)) == out.dropped_chars <= len(text)
+    return out.text
+
+
+def test_a_csv_file_shows_its_columns_rows_and_ends() -> None:
+    text = numpy_csv()
+    lines = text.rstrip("\n").split("\n")
+    out = _checked(text)
+    shown = out.split("\n")
+    assert shown[0] == f"[table: {len(lines) - 1} rows, 4 columns, comma-separated]"
+    assert shown[1] == "dtype,input,output,ulperrortol"
+    assert "dtype: 2 values np.float32 np.float64" in shown
+    assert "ulperrortol: 2 values 3 1" in shown
+    assert lines[1] in shown and lines[-1] in shown  # the first and the last row, verbatim
+    assert len(out) < len(text) / 20
+
+
+def test_a_query_result_says_what_each_column_holds(tmp_path: Path) -> None:
+    text = query_result(tmp_path)
+    assert detect(text) == "table"
+    shown = _checked(text).split("\n")
+    assert shown[0] == "[table: 400 rows, 5 columns, tab-separated]"
+    assert "status: 3 values done failed retrying" in shown
+    assert "queue: 3 values q0 q1 q2" in shown
+    assert "id: 400 values, from 0 to 399" in shown
+    assert "wall_ms: 400 values, from 12.5 to 311.75" in shown
+
+
+async def test_a_digest_of_tables_quotes_them(tmp_path: Path) -> None:
+    items = [
+        Item("s1", "tool_result", numpy_csv(), 30_000),
+        Item("s2", "tool_result", query_result(tmp_path), 9_000),
+    ]
+    digest = await Summarizer(None).digest(items, "a1", 600)
+    assert unquoted(digest.text, items) == []
+    assert "dtype,input,output,ulperrortol" in digest.text
+
+
+def _python_log() -> str:
+    """Real `logging` output: its `%(asctime)s` has a comma before the milliseconds."""
+    stream = io.StringIO()
+    log = logging.getLogger("tables-test")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        for i in range(60):
+            log.warning("worker %d, shard %d: retrying", i, i % 4)
+    finally:
+        log.removeHandler(handler)
+    return stream.getvalue()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _python_log(),
+        "\n".join(
+            f"Step {i}, as planned, edited module_{i}.py and ran the tests, all of them." for i in range(40)
+        ),
+        "\n".join(["| name | value |", "|---|---|", *(f"| key_{i} | {i} |" for i in range(40))]),
+    ],
+    ids=["python logging", "prose with commas", "markdown table"],
+)
+def test_logs_prose_and_markdown_are_not_tables(text: str) -> None:
+    assert detect(text) != "table"
