@@ -242,8 +242,8 @@ _COLUMN_NAME = re.compile(r"(?=.{1,40}$)[A-Za-z_][\w.()/%#-]*(?: [\w.()/%#-]+){0
 def table_delimiter(lines: Sequence[str]) -> str | None:
     """The delimiter that splits `lines` (5 or more) as a table, or None: the first line is a header
     (2 or more fields, each a name of a few words, not a number or a timestamp: a log line's
-    `10:00:00,123` is none), a quarter of the lines have as many fields, and 90 % have 2 to that many (a
-    row may leave its last fields out)."""
+    `10:00:00,123` is none), two rows more have as many fields, and 90 % of the lines have 2 to
+    that many (a row may leave its last fields out)."""
     if len(lines) < 5:
         return None
     for d in _DELIMITERS:
@@ -252,7 +252,7 @@ def table_delimiter(lines: Sequence[str]) -> str | None:
         if width < 2 or not all(_COLUMN_NAME.fullmatch(f.strip()) for f in rows[0]):
             continue
         whole = sum(1 for r in rows if len(r) == width)  # (a row may leave its last fields out)
-        if whole >= 0.25 * len(rows) and sum(1 for r in rows if 2 <= len(r) <= width) >= 0.9 * len(rows):
+        if whole >= 3 and sum(1 for r in rows if 2 <= len(r) <= width) >= 0.9 * len(rows):
             return d
     return None
 
