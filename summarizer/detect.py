@@ -239,6 +239,21 @@ _DELIMITERS = (",", "\t", "|", ";")
 _COLUMN_NAME = re.compile(r"(?=.{1,40}$)[A-Za-z_][\w.()/%#-]*(?: [\w.()/%#-]+){0,3}")  # a few words at most
 
 
+def split_rows(lines: Sequence[str], delimiter: str) -> list[list[str]]:
+    """`lines` split into fields (csv's quoting rules); a line csv refuses (a field over its size
+    limit) is one field."""
+    try:
+        return list(csv.reader(lines, delimiter=delimiter))
+    except csv.Error:
+        rows = []
+        for line in lines:
+            try:
+                rows.append(next(csv.reader([line], delimiter=delimiter), []))
+            except csv.Error:
+                rows.append([line])
+        return rows
+
+
 def table_delimiter(lines: Sequence[str]) -> str | None:
     """The delimiter that splits `lines` (5 or more) as a table, or None: the first line is a header
     (2 or more fields, each a name of a few words, not a number or a timestamp: a log line's
@@ -247,7 +262,7 @@ def table_delimiter(lines: Sequence[str]) -> str | None:
     if len(lines) < 5:
         return None
     for d in _DELIMITERS:
-        rows = list(csv.reader(lines[:200], delimiter=d))
+        rows = split_rows(lines[:200], d)
         width = len(rows[0]) if rows and rows[0] else 0
         if width < 2 or not all(_COLUMN_NAME.fullmatch(f.strip()) for f in rows[0]):
             continue

@@ -10,11 +10,10 @@ rest. The delimiter is the one that splits the sampled lines as a table under a 
 
 from __future__ import annotations
 
-import csv
 import math
 
 from summarizer.compress.out import Out, plural
-from summarizer.detect import table_delimiter
+from summarizer.detect import split_rows, table_delimiter
 
 _HEAD_ROWS, _TAIL_ROWS = 8, 4
 _COLUMNS_MAX = 24  # more columns than this: the first 24 are described
@@ -47,7 +46,9 @@ def _column(name: str, values: list[str]) -> str:
 def compress_table(body: str, ref: str) -> tuple[str, str, int]:
     lines = [ln for ln in body.split("\n") if ln.strip()]
     delim = table_delimiter(lines) or ","
-    rows = list(csv.reader(lines[: _READ_MAX + 1], delimiter=delim))
+    rows = split_rows(lines[: _READ_MAX + 1], delim)
+    if not rows or not rows[0]:
+        return "table: no rows", body, 0
     width = len(rows[0])
     header, data = rows[0], rows[1:]
     out = Out(ref)

@@ -116,3 +116,19 @@ def _python_log() -> str:
 )
 def test_logs_prose_and_markdown_are_not_tables(text: str) -> None:
     assert detect(text) != "table"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name,value\n" + "1,2\n" * 10 + "x" * 200_000 + ",y\n" + "3,4\n" * 10,  # over csv's field limit
+        "name,value\n" + "".join(f'"unterminated {i},{i}\n' for i in range(400)),
+        "name,value\n" + "a\x00b,1\n" * 400,
+    ],
+    ids=["huge field", "unterminated quotes", "NUL bytes"],
+)
+def test_a_table_csv_cannot_read_is_still_shown_and_loses_nothing(text: str) -> None:
+    for room in (None, 600):
+        out = compress(text, ref=REF, max_chars=room)
+        assert 0 <= out.dropped_chars <= len(text) and MARKER.search(out.text)
+        assert room is None or len(out.text) <= room
