@@ -6,11 +6,9 @@ printed as `sqlite3 -header -separator $'\\t'` prints it."""
 
 from __future__ import annotations
 
-import csv
 import io
 import logging
 import re
-import sqlite3
 from pathlib import Path
 
 import numpy
@@ -20,6 +18,7 @@ from summarizer.compress import compress
 from summarizer.detect import detect
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
+from tests.fixtures.query import jobs_query
 
 REF = "a1#s1"
 MARKER = re.compile(r"\[… (\d+) chars omitted; recall a1#s1\]")
@@ -31,19 +30,7 @@ def numpy_csv() -> str:
 
 
 def query_result(tmp_path: Path) -> str:
-    """A SQLite table of 400 jobs, `SELECT *` printed with a header, tab-separated."""
-    db = sqlite3.connect(tmp_path / "jobs.db")
-    db.execute("CREATE TABLE jobs (id INTEGER, queue TEXT, status TEXT, attempts INTEGER, wall_ms REAL)")
-    statuses = ("done", "failed", "retrying")
-    rows = [(i, f"q{i % 3}", statuses[i % 7 % 3], i % 5, 12.5 + i * 0.75) for i in range(400)]
-    db.executemany("INSERT INTO jobs VALUES (?, ?, ?, ?, ?)", rows)
-    cur = db.execute("SELECT * FROM jobs ORDER BY id")
-    out = io.StringIO()
-    writer = csv.writer(out, delimiter="\t", lineterminator="\n")
-    writer.writerow([d[0] for d in cur.description])
-    writer.writerows(cur)
-    db.close()
-    return out.getvalue()
+    return jobs_query(tmp_path, 400)
 
 
 def _checked(text: str) -> str:

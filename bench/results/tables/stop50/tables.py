@@ -13,9 +13,7 @@ From a tree's root: PYTHONPATH=TREE .venv/bin/python -P bench/results/tables/sto
 from __future__ import annotations
 
 import csv
-import io
 import json
-import sqlite3
 import sys
 import tempfile
 from pathlib import Path
@@ -24,23 +22,13 @@ import numpy
 
 from summarizer.compress import compress
 from summarizer.tokenizer import load_counter
+from tests.fixtures.query import jobs_query
 from watcher.runtime.paths import default_model_path
 
 
 def _query() -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        db = sqlite3.connect(Path(tmp) / "jobs.db")
-        db.execute("CREATE TABLE jobs (id INTEGER, queue TEXT, status TEXT, attempts INTEGER, wall_ms REAL)")
-        statuses = ("done", "failed", "retrying")
-        rows = [(i, f"q{i % 3}", statuses[i % 7 % 3], i % 5, 12.5 + i * 0.75) for i in range(2000)]
-        db.executemany("INSERT INTO jobs VALUES (?, ?, ?, ?, ?)", rows)
-        cur = db.execute("SELECT * FROM jobs ORDER BY id")
-        out = io.StringIO()
-        writer = csv.writer(out, delimiter="\t", lineterminator="\n")
-        writer.writerow([d[0] for d in cur.description])
-        writer.writerows(cur)
-        db.close()
-    return out.getvalue()
+        return jobs_query(Path(tmp), 2000)
 
 
 def main() -> dict[str, object]:
