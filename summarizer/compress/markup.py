@@ -38,33 +38,23 @@ _HEADING = re.compile(r"h([1-6])")
 
 @dataclass(frozen=True)
 class Line:
-    """One line of a page's text: `level` 1–6 for a heading, 0 otherwise; `start` its offset in
-    the page (where the block it belongs to began)."""
+    """One line of a page's text: `level` 1–6 for a heading, 0 otherwise."""
 
     text: str
     level: int
-    start: int
 
 
 class _Reader(HTMLParser):
-    def __init__(self, page: str) -> None:
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.lines: list[Line] = []
         self.title = ""
-        self._starts = [0]
-        for m in re.finditer("\n", page):
-            self._starts.append(m.end())
         self._skip: list[str] = []
         self._in_title = False
         self._pre = 0
         self._level = 0
         self._cells: list[str] = []
         self._buf: list[str] = []
-        self._at = 0
-
-    def _offset(self) -> int:
-        line, col = self.getpos()
-        return self._starts[min(line, len(self._starts)) - 1] + col
 
     def _flush(self) -> None:
         text = "".join(self._buf)
@@ -72,12 +62,12 @@ class _Reader(HTMLParser):
         if self._pre:
             for ln in text.split("\n"):
                 if ln.strip():
-                    self.lines.append(Line(ln.rstrip(), 0, self._at))
+                    self.lines.append(Line(ln.rstrip(), 0))
             return
         text = " ".join(text.split())
         if text:
             prefix = "#" * self._level + " " if self._level else ""
-            self.lines.append(Line(prefix + text, self._level, self._at))
+            self.lines.append(Line(prefix + text, self._level))
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _SKIP:
@@ -97,7 +87,6 @@ class _Reader(HTMLParser):
                 self._pre += 1
             elif m := _HEADING.fullmatch(tag):
                 self._level = int(m[1])
-        self._at = self._offset()
 
     def handle_endtag(self, tag: str) -> None:
         if self._skip:
@@ -117,14 +106,11 @@ class _Reader(HTMLParser):
                 self._pre = max(0, self._pre - 1)
             elif _HEADING.fullmatch(tag):
                 self._level = 0
-        self._at = self._offset()
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
         elif not self._skip:
-            if not self._buf:
-                self._at = self._offset()
             self._buf.append(data)
 
     def _end_cell(self) -> None:
@@ -136,7 +122,7 @@ class _Reader(HTMLParser):
     def _end_row(self) -> None:
         if self._cells:
             self._end_cell()
-            self.lines.append(Line(" | ".join(self._cells), 0, self._at))
+            self.lines.append(Line(" | ".join(self._cells), 0))
             self._cells = []
 
     def finish(self) -> None:
@@ -147,7 +133,7 @@ class _Reader(HTMLParser):
 
 def page_lines(page: str) -> tuple[str, list[Line]]:
     """(title, lines of text) of an HTML page, read up to _PARSE_MAX characters."""
-    reader = _Reader(page)
+    reader = _Reader()
     reader.feed(page[:_PARSE_MAX])
     reader.finish()
     return " ".join(reader.title.split()), reader.lines
