@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-ContentKind = Literal["test", "log", "json", "grep", "diff", "file", "listing", "page", "table", "prose"]
+ContentKind = Literal[
+    "test", "log", "json", "grep", "diff", "file", "listing", "page", "table", "markdown", "prose"
+]
 
 _HEAD_SAMPLE = 64_000
 _TAIL_SAMPLE = 16_000
@@ -227,6 +229,26 @@ def _is_page(sample: str, lines: list[str]) -> bool:
     return tagged >= 0.5 * len(lines)
 
 
+_MD_HEADING = re.compile(r"#{1,6}[ \t]+\S")
+_MD_SUBHEADING = re.compile(r"#{2,6}[ \t]+\S")
+_FENCE = re.compile(r" {0,3}(?:```|~~~)")
+
+
+def _is_markdown(lines: list[str]) -> bool:
+    """Whether sampled lines are a Markdown document: 3 or more ATX headings outside fenced code
+    blocks, one of them a `##` or deeper (a script's `# comment` lines are no outline), in a text
+    that is not source code (a Python file's `## section` comments: its code lines are most)."""
+    headings = sub = 0
+    fenced = False
+    for ln in lines:
+        if _FENCE.match(ln):
+            fenced = not fenced
+        elif not fenced and _MD_HEADING.match(ln):
+            headings += 1
+            sub += bool(_MD_SUBHEADING.match(ln))
+    return headings >= 3 and sub >= 1 and not _is_source(lines)
+
+
 def is_page(body: str) -> bool:
     """Whether a tool output's body is an HTML page (cheap when it plainly is not one)."""
     head = body[:_HEAD_SAMPLE].lower()
@@ -296,6 +318,8 @@ def detect_body(body: str) -> ContentKind:
         return "grep"
     if _is_listing(lines):
         return "listing"
+    if _is_markdown(lines):
+        return "markdown"
     if _fraction(lines, _LOG_LINE) >= 0.2 or _PROGRAM_OUTPUT.search(sample):
         return "log"
     if _is_source(lines):

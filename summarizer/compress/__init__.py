@@ -17,7 +17,7 @@ from summarizer.compress.diff import compress_diff
 from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
 from summarizer.compress.logs import LogPlan, compress_log, compress_test
-from summarizer.compress.markup import compress_page
+from summarizer.compress.markup import compress_markdown, compress_page
 from summarizer.compress.out import Compressed, omission
 from summarizer.compress.outline import FileRead, FileSlice, compress_file, compress_listing
 from summarizer.compress.select import Budget
@@ -52,7 +52,12 @@ _COMPRESSORS: dict[ContentKind, _Compressor] = {
     "listing": compress_listing,
     "page": compress_page,
     "table": compress_table,
+    "markdown": compress_markdown,
 }
+_OUTLINED: dict[ContentKind, Callable[[str, str, int], tuple[str, str, int]]] = {
+    "page": compress_page,
+    "markdown": compress_markdown,
+}  # documents whose outline is rendered again for a smaller room (Renderer._page_in)
 
 
 def _snap_head(head: str) -> str:
@@ -167,6 +172,8 @@ class Renderer:
         self.env = split_envelope(text)
         clean = clean_text(self.env.body) if kind is None and self.env.hint is None else None
         self.kind: ContentKind = kind or self.env.hint or detect_body(clean or "")
+        if self.kind == "markdown" and not tool_output:  # an agent's or a user's own words
+            self.kind = "prose"
         big = len(text) > SMALL_INPUT
         self.binary = big and binary_like(self.env.body)  # whatever it was detected as
         self.active = big and (self.kind != "prose" or self.binary)
@@ -340,14 +347,15 @@ class Renderer:
         return {j: by_line[ln] for j, ln in enumerate(out.split("\n")) if ln in by_line}
 
     def _page_in(self, max_chars: int) -> tuple[str, int] | None:
-        """A page rendered for a room smaller than its natural one (its headings and the first
-        lines under each: compress.markup), (rendering, dropped chars), or None (not a page, or
-        the room holds no outline)."""
-        if self.kind != "page" or not self.active or self.binary:
+        """A page or a Markdown document rendered for a room smaller than its natural one (its
+        headings and the first lines under each: compress.markup), (rendering, dropped chars), or
+        None (another kind, or the room holds no outline)."""
+        outlined = _OUTLINED.get(self.kind)
+        if outlined is None or not self.active or self.binary:
             return None
         room = max_chars
         for _ in range(4):  # fit the wrapped result: shrink the room by the overflow
-            header, body, n = compress_page(self.body, self.ref, room)
+            header, body, n = outlined(self.body, self.ref, room)
             text = _wrap(self.env, header, body)
             if len(text) <= max_chars:
                 return text, n

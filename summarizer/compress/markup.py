@@ -1,4 +1,5 @@
-"""Web pages (HTML a tool fetched: `curl`, `wget -O-`, a `requests` call printed): their text.
+"""Web pages (HTML a tool fetched: `curl`, `wget -O-`, a `requests` call printed) and Markdown
+documents (a README read whole): their outline.
 
 A page's markup is most of its bytes and says nothing an agent reads: navigation, scripts, styles,
 attributes. `page_lines` reads the page as a browser's reader view would (the title, the headings,
@@ -6,6 +7,7 @@ paragraphs, list items, table rows, code blocks line by line) with the stdlib's 
 never raises on broken markup; `compress_page` shows every heading and the first lines under each,
 within a fixed room, each run of text left out one omission marker. A shown line is the page's own
 text: its words are the region's (entities decoded: summarizer.frame reads the page decoded too).
+A Markdown document is outlined the same way by its `#` headings, each line shown as it is.
 """
 
 from __future__ import annotations
@@ -189,10 +191,11 @@ def _chosen(lines: list[Line], room: int) -> set[int]:
     return keep
 
 
-def compress_page(body: str, ref: str, room: int = PAGE_CHARS) -> tuple[str, str, int]:
-    """A page as its title, headings and first lines under each, in about `room` characters (see
-    the module's doc)."""
-    title, lines = page_lines(body)
+def _outline(title: str, lines: list[Line], size: int, ref: str, room: int) -> tuple[str, int]:
+    """(rendering, dropped chars) of a document of `size` characters read as `title` and `lines`:
+    the lines `_chosen` keeps, each run of others one omission marker; the last marker also stands
+    for what is not text (markup, blank lines, a page's part beyond _PARSE_MAX), so that the
+    markers' counts add up to the characters not shown."""
     keep = _chosen(lines, room - len(title))
     out = Out(ref)
     if title:
@@ -208,10 +211,44 @@ def compress_page(body: str, ref: str, room: int = PAGE_CHARS) -> tuple[str, str
             pending = 0
         out.keep(ln.text)
         shown += len(ln.text) + 1
-    # the last marker also stands for the markup (and a page's part beyond _PARSE_MAX): the
-    # markers' counts add up to the page's characters not shown
-    out.omit(max(pending, len(body) - shown - out.dropped))
-    n_headings = sum(1 for ln in lines if ln.level)
-    text = f"{plural(len(lines), 'line')} of text, {plural(n_headings, 'heading')}"
-    header = f"page: {text}, {len(body)} chars of markup"
-    return header, out.render(), out.dropped
+    out.omit(max(pending, size - shown - out.dropped))
+    return out.render(), out.dropped
+
+
+def _counts(lines: list[Line]) -> str:
+    return f"{plural(len(lines), 'line')} of text, {plural(sum(1 for ln in lines if ln.level), 'heading')}"
+
+
+def compress_page(body: str, ref: str, room: int = PAGE_CHARS) -> tuple[str, str, int]:
+    """A page as its title, headings and first lines under each, in about `room` characters (see
+    the module's doc)."""
+    title, lines = page_lines(body)
+    text, dropped = _outline(title, lines, len(body), ref, room)
+    return f"page: {_counts(lines)}, {len(body)} chars of markup", text, dropped
+
+
+_MD_HEADING = re.compile(r"(#{1,6})[ \t]+\S")
+_FENCE = re.compile(r" {0,3}(?:```|~~~)")
+
+
+def markdown_lines(body: str) -> list[Line]:
+    """A Markdown document's non-blank lines as they are, its ATX headings (`#` to `######`, not
+    inside a fenced code block) with their level."""
+    lines: list[Line] = []
+    fenced = False
+    for raw in body.split("\n"):
+        if not raw.strip():
+            continue
+        if _FENCE.match(raw):
+            fenced = not fenced
+        m = None if fenced else _MD_HEADING.match(raw)
+        lines.append(Line(raw.rstrip(), len(m[1]) if m else 0))
+    return lines
+
+
+def compress_markdown(body: str, ref: str, room: int = PAGE_CHARS) -> tuple[str, str, int]:
+    """A Markdown document (a README, a docs page read whole) as its headings and the first lines
+    under each, in about `room` characters, as a page is shown."""
+    lines = markdown_lines(body)
+    text, dropped = _outline("", lines, len(body), ref, room)
+    return f"markdown: {_counts(lines)}", text, dropped

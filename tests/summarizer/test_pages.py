@@ -1,4 +1,5 @@
-"""An HTML page a tool fetched is shown as its text: title, headings, the first lines under each.
+"""An HTML page a tool fetched is shown as its text: title, headings, the first lines under each;
+a Markdown document read whole, as its headings and the first lines under each.
 Before, a page was taken for a log and showed its first and last lines of markup (`<!DOCTYPE
 html>`, `<head>`, `</body>`): a sphinx build's page that an agent printed (sphinx-9258) showed
 none of its text. Real pages: that one, `pydoc -w` of a stdlib module, and a directory listing a
@@ -11,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +28,7 @@ from tests.fixtures.trajectories import mini
 from watcher.planning.identifiers import identifiers
 
 REF = "a1#s1"
+ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"\[… (\d+) chars omitted; recall a1#s1\]")
 # markup (a decoded `&lt;https://json.org&gt;` in a docstring is the page's text, not a tag)
 TAG = re.compile(
@@ -179,3 +182,33 @@ def test_broken_markup_never_raises_and_loses_nothing(garbage: str) -> None:
         if out.text != garbage:
             assert MARKER.search(out.text)
         assert room is None or len(out.text) <= room
+
+
+def _cat(path: Path) -> str:
+    return subprocess.run(["cat", str(path)], check=True, capture_output=True, text=True).stdout
+
+
+def test_a_markdown_document_read_whole_shows_its_outline() -> None:
+    """`cat docs/PROTOCOL.md` of this repository: its headings and the first lines under each,
+    where it was a log before (its first and last lines)."""
+    text = _cat(ROOT / "docs" / "PROTOCOL.md")
+    assert detect(text) == "markdown"
+    out = compress(text, ref=REF)
+    assert sum(int(n) for n in MARKER.findall(out.text)) == out.dropped_chars <= len(text)
+    fenced, headings = False, []
+    for line in text.split("\n"):
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(r"#{1,2} \S", line):
+            headings.append(line)
+    shown = out.text.split("\n")
+    assert headings and all(h in shown for h in headings)  # every `#` and `##` heading
+    assert len(out.text) < len(text) / 5
+    small = Renderer(text, ref=REF).render(1500).text
+    assert len(small) <= 1500 and headings[0] in small and sum(h in small for h in headings) >= 5
+
+
+def test_an_agent_s_own_markdown_is_prose_and_a_script_s_comments_are_no_outline() -> None:
+    text = _cat(ROOT / "docs" / "PROTOCOL.md")
+    assert Renderer(text, ref=REF, tool_output=False).kind == "prose"
+    for script in (ROOT / "dev.sh", Path(re.__file__), Path(subprocess.__file__)):
+        assert detect(_cat(script)) != "markdown", script
