@@ -42,10 +42,10 @@ def fact_source(text: str) -> str:
     the log's: it stays a source. Colour codes go first (compress.clean.uncoloured); a tool's output
     wrapped in JSON is read decoded, its text payloads one after the other (compress.jsondoc); an
     HTML page as its text (compress.markup), not its tags and attributes."""
-    body = split_envelope(text).body
-    if is_page(body):
-        return page_text(body)
-    text = uncoloured("\n".join(decoded_payloads(body)) or text)
+    env = split_envelope(text)
+    if is_page(env.body):
+        return env.prefix + page_text(env.body) + env.suffix
+    text = uncoloured("\n".join(decoded_payloads(env.body)) or text)
     if "##[group]Run " not in text:
         return text
     raw = text.split("\n")

@@ -57,7 +57,7 @@ _COMPRESSORS: dict[ContentKind, _Compressor] = {
 _OUTLINED: dict[ContentKind, Callable[[str, str, int], tuple[str, str, int]]] = {
     "page": compress_page,
     "markdown": compress_markdown,
-}  # documents whose outline is rendered again for a smaller room (Renderer._page_in)
+}  # documents whose outline is rendered again for a smaller room (Renderer._outline_in)
 
 
 def _snap_head(head: str) -> str:
@@ -346,7 +346,7 @@ class Renderer:
         by_line = {self.slice.lines[i]: s for i, s in self.ranks.items() if 0 <= i < len(self.slice.lines)}
         return {j: by_line[ln] for j, ln in enumerate(out.split("\n")) if ln in by_line}
 
-    def _page_in(self, max_chars: int) -> tuple[str, int] | None:
+    def _outline_in(self, max_chars: int) -> tuple[str, int] | None:
         """A page or a Markdown document rendered for a room smaller than its natural one (its
         headings and the first lines under each: compress.markup), (rendering, dropped chars), or
         None (another kind, or the room holds no outline)."""
@@ -377,9 +377,9 @@ class Renderer:
         if max_chars is not None and len(out) > max_chars:
             self.cut = True
             # the rules' cut (of a file slice: of its ends, as `out` may show the model's lines; of
-            # a page: its outline in the smaller room)
-            fitted = self._page_in(max_chars)
-            if fitted is not None:  # its count is of the page, not of `out`
+            # a page or a Markdown document: its outline in the smaller room)
+            fitted = self._outline_in(max_chars)
+            if fitted is not None:  # its count is of the document, not of `out`
                 rules, n = fitted[0], fitted[1] - (dropped - self.lines_cut - self.env.dropped)
             else:
                 rules, n = _head_tail(self._plain() if self.slice is not None else out, max_chars, self.ref)
