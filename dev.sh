@@ -79,9 +79,14 @@ setup_openhands() {
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 setup() {
-  if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then
+  # from Debian: Mosquitto (the MQTT tests' broker) and the sqlite3 shell (the tables tests print
+  # real query results with it)
+  local pkgs=()
+  command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || pkgs+=(mosquitto)
+  command -v sqlite3 >/dev/null 2>&1 || pkgs+=(sqlite3)
+  if [ ${#pkgs[@]} -gt 0 ]; then
     as_root apt-get update -q
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q mosquitto
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}"
   fi
   if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"

@@ -257,7 +257,27 @@ def is_page(body: str) -> bool:
     return _is_page(_sample_text(body), sample_lines(body))
 
 
-_DELIMITERS = (",", "\t", "|", ";")
+_DELIMITERS = (",", "\t", "|", ";", "│")  # (the last: `sqlite3 -box`, box-drawing borders)
+# a table's rule line (`+----+----+`, `|---|:--:|`, `----+----`, `├────┼────┤`): no field in it
+_RULE = re.compile(r"[\s|+:=\-─━═│┃║┼╋╪├┤┬┴┌┐└┘╔╗╚╝╠╣╦╩╬╞╡╭╮╯╰]+")
+_RULE_MARK = re.compile(r"[-=─━═]")
+_BORDERS = "|│┃║"
+
+
+def table_lines(lines: Sequence[str]) -> list[tuple[str, str]]:
+    """(line, the text its fields are read from) of each line of `lines` that is not a rule: a
+    line between two borders (`| a | b |` of a Markdown table or `mysql`, `│ a │ b │` of
+    `sqlite3 -box`) without them; any other line as it is."""
+    out = []
+    for ln in lines:
+        s = ln.strip(" \r")
+        if _RULE.fullmatch(s) and _RULE_MARK.search(s):
+            continue
+        bordered = len(s) >= 2 and s[0] in _BORDERS and s[-1] == s[0]
+        out.append((ln, s[1:-1] if bordered else ln))
+    return out
+
+
 _COLUMN_NAME = re.compile(r"(?=.{1,40}$)[A-Za-z_][\w.()/%#-]*(?: [\w.()/%#-]+){0,3}")  # a few words at most
 
 
@@ -277,14 +297,15 @@ def split_rows(lines: Sequence[str], delimiter: str) -> list[list[str]]:
 
 
 def table_delimiter(lines: Sequence[str]) -> str | None:
-    """The delimiter that splits `lines` (5 or more) as a table, or None: the first line is a header
-    (2 or more fields, each a name of a few words, not a number or a timestamp: a log line's
-    `10:00:00,123` is none), two rows more have as many fields, and 90 % of the lines have 2 to
-    that many (a row may leave its last fields out)."""
-    if len(lines) < 5:
+    """The delimiter that splits `lines` (5 or more, rules aside: see table_lines) as a table, or
+    None: the first line is a header (2 or more fields, each a name of a few words, not a number
+    or a timestamp: a log line's `10:00:00,123` is none), two rows more have as many fields, and
+    90 % of the lines have 2 to that many (a row may leave its last fields out)."""
+    fields = [text for _, text in table_lines(lines[:200])]
+    if len(fields) < 5:
         return None
     for d in _DELIMITERS:
-        rows = split_rows(lines[:200], d)
+        rows = split_rows(fields, d)
         width = len(rows[0]) if rows and rows[0] else 0
         if width < 2 or not all(_COLUMN_NAME.fullmatch(f.strip()) for f in rows[0]):
             continue

@@ -1,11 +1,13 @@
-"""Delimited tables (CSV, TSV, `sqlite3` and `psql` results): their shape, then their rows' ends.
+"""Delimited tables (CSV, TSV, `sqlite3`, `psql` and `mysql` results, Markdown tables): their
+shape, then their rows' ends.
 
 A table printed whole (`cat data.csv`, a query's result) is rows of one shape; what an agent needs
 of an old one is its columns, how many rows it had, what each column holds, and a few rows to see
 the format. `compress_table` shows the header row, one line per column (its distinct values when
 few, quoted; else the range of a numeric column), the first and last rows verbatim, and omits the
 rest. The delimiter is the one that splits the sampled lines as a table under a header row
-(summarizer.detect.table_delimiter).
+(summarizer.detect.table_delimiter); rule lines (`+----+`, `|---|`) are left out, and a row between
+borders (`| a | b |`) is read without them (summarizer.detect.table_lines).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 
 from summarizer.compress.out import Out, plural
-from summarizer.detect import split_rows, table_delimiter
+from summarizer.detect import split_rows, table_delimiter, table_lines
 
 _HEAD_ROWS, _TAIL_ROWS = 8, 4
 _COLUMNS_MAX = 24  # more columns than this: the first 24 are described
@@ -44,9 +46,10 @@ def _column(name: str, values: list[str]) -> str:
 
 
 def compress_table(body: str, ref: str) -> tuple[str, str, int]:
-    lines = [ln for ln in body.split("\n") if ln.strip()]
+    read = table_lines([ln for ln in body.split("\n") if ln.strip()])  # (rules left out)
+    lines = [ln for ln, _ in read]
     delim = table_delimiter(lines) or ","
-    rows = split_rows(lines[: _READ_MAX + 1], delim)
+    rows = split_rows([text for _, text in read[: _READ_MAX + 1]], delim)
     if not rows or not rows[0]:
         return "table: no rows", body, 0
     width = len(rows[0])
@@ -70,6 +73,6 @@ def compress_table(body: str, ref: str) -> tuple[str, str, int]:
         out.keep(ln)
         shown += len(ln) + 1
     out.omit(max(0, len(body) - shown - out.dropped))  # blank lines, and what clipping cut
-    name = {",": "comma", "\t": "tab", "|": "pipe", ";": "semicolon"}[delim]
+    name = {",": "comma", "\t": "tab", "|": "pipe", ";": "semicolon", "│": "box"}[delim]
     summary = f"table: {plural(len(rest), 'row')}, {plural(width, 'column')}, {name}-separated"
     return summary, out.render(), out.dropped

@@ -2,13 +2,15 @@
 a line per column, the first and last rows. Before, a CSV was taken for a directory listing
 (`[listing: 1629 entries (0 dirs) in 1 directory]`, its rows run together on one line). Real data:
 numpy's own CSV test sets (installed with numpy, a dependency), and a real SQLite query's result
-printed as `sqlite3 -header -separator $'\\t'` prints it."""
+printed as `sqlite3 -header -separator $'\\t'` prints it, and as the `sqlite3` shell prints it
+between borders (`-table`, `-markdown`, `-box`)."""
 
 from __future__ import annotations
 
 import io
 import logging
 import re
+import subprocess
 from pathlib import Path
 
 import numpy
@@ -18,7 +20,7 @@ from summarizer.compress import compress
 from summarizer.detect import detect
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
-from tests.fixtures.query import jobs_query
+from tests.fixtures.query import jobs_db, jobs_query
 
 REF = "a1#s1"
 MARKER = re.compile(r"\[… (\d+) chars omitted; recall a1#s1\]")
@@ -64,6 +66,36 @@ def test_a_query_result_says_what_each_column_holds(tmp_path: Path) -> None:
     assert "wall_ms: 400 values, from 12.5 to 311.75" in shown
 
 
+def _sqlite_shell(root: Path, *mode: str) -> str:
+    """The `sqlite3` shell's own printing of the jobs query in `mode` (its borders and rules)."""
+    return subprocess.run(
+        ["sqlite3", *mode, str(jobs_db(root, 400)), "SELECT * FROM jobs ORDER BY id"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "delimiter"),
+    [(("-table",), "pipe"), (("-markdown",), "pipe"), (("-box",), "box")],
+    ids=["table", "markdown", "box"],
+)
+def test_a_table_between_borders_is_read_without_them(
+    tmp_path: Path, mode: tuple[str, ...], delimiter: str
+) -> None:
+    """`+----+` and `|---|` rules are no rows, `| a | b |` borders no empty columns: before, each of
+    these was a log of its first and last lines."""
+    text = _sqlite_shell(tmp_path, *mode)
+    assert detect(text) == "table"
+    shown = _checked(text).split("\n")
+    assert shown[0] == f"[table: 400 rows, 5 columns, {delimiter}-separated]"
+    assert "status: 3 values done failed retrying" in shown
+    assert "wall_ms: 400 values, from 12.5 to 311.75" in shown
+    header = next(ln for ln in text.split("\n") if "queue" in ln)
+    assert shown[1] == header and any(re.match(r"\W*399\b", ln) for ln in shown[-3:])
+
+
 async def test_a_digest_of_tables_quotes_them(tmp_path: Path) -> None:
     items = [
         Item("s1", "tool_result", numpy_csv(), 30_000),
@@ -97,9 +129,12 @@ def _python_log() -> str:
         "\n".join(
             f"Step {i}, as planned, edited module_{i}.py and ran the tests, all of them." for i in range(40)
         ),
-        "\n".join(["| name | value |", "|---|---|", *(f"| key_{i} | {i} |" for i in range(40))]),
+        "\n".join(
+            ["# Results", "", "What the run measured, per key:", "", "| name | value |", "|---|---|"]
+            + [f"| key_{i} | {i} |" for i in range(40)]
+        ),
     ],
-    ids=["python logging", "prose with commas", "markdown table"],
+    ids=["python logging", "prose with commas", "markdown document with a table"],
 )
 def test_logs_prose_and_markdown_are_not_tables(text: str) -> None:
     assert detect(text) != "table"
