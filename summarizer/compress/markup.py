@@ -3,8 +3,9 @@ documents (a README read whole): their outline.
 
 A page's markup is most of its bytes and says nothing an agent reads: navigation, scripts, styles,
 attributes. `page_lines` reads the page as a browser's reader view would (the title, the headings,
-paragraphs, list items, table rows, code blocks line by line) with the stdlib's HTMLParser, which
-never raises on broken markup; `compress_page` shows every heading and the first lines under each,
+paragraphs, list items, table rows, code blocks line by line) with the stdlib's HTMLParser, given
+each construct left open as text (`_escape_open`: it never raises on broken markup, and reads in
+linear time); `compress_page` shows every heading and the first lines under each,
 within a fixed room, each run of text left out one omission marker. A shown line is the page's own
 text: its words are the region's (entities decoded: summarizer.frame reads the page decoded too).
 A Markdown document is outlined the same way by its `#` headings, each line shown as it is.
