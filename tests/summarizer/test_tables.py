@@ -96,6 +96,17 @@ def test_a_table_between_borders_is_read_without_them(
     assert shown[1] == header and any(re.match(r"\W*399\b", ln) for ln in shown[-3:])
 
 
+async def test_a_digest_of_bordered_tables_quotes_them(tmp_path: Path) -> None:
+    """The frame check accepts what a bordered table's rendering writes (`box-separated`)."""
+    items = []
+    for i, mode in enumerate(("table", "markdown", "box"), 1):
+        (tmp_path / mode).mkdir()
+        items.append(Item(f"s{i}", "tool_result", _sqlite_shell(tmp_path / mode, f"-{mode}"), 12_000))
+    digest = await Summarizer(None).digest(items, "a1", 3000)
+    assert unquoted(digest.text, items) == []
+    assert "[table: 400 rows, 5 columns, box-separated]" in digest.text
+
+
 async def test_a_digest_of_tables_quotes_them(tmp_path: Path) -> None:
     items = [
         Item("s1", "tool_result", numpy_csv(), 30_000),
