@@ -5,6 +5,7 @@ the model ranks."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from summarizer.digest import Item, Summarizer, prose_chunks
 from summarizer.engine import EngineSettings, LlamaEngine
 from summarizer.frame import unquoted
 from summarizer.tokenizer import load_counter
+from tests.fixtures.query import jobs_db
 from watcher.eval.bench.summarizer import Region, cut_regions
 from watcher.eval.trajectories import load_many
 from watcher.planning.planner import digest_target
@@ -56,6 +58,39 @@ def test_the_frame_is_the_only_text_a_digest_adds() -> None:
         "- s1 tool_result: alpha delta gamma [… 68 chars omitted; recall a1#s1]"
     ]
     assert unquoted(ok + "\nSummary of s1 (model-written from quoted data): The agent ran tests.", items)
+
+
+SHELL_MODES = (
+    "-json",
+    "-csv -header",
+    "-box",
+    "-table",
+    "-markdown",
+    "-line",
+    "-list -header",
+    "-column -header",
+)
+
+
+@pytest.mark.parametrize("mode", SHELL_MODES)
+async def test_each_way_the_sqlite3_shell_prints_a_result_is_quoted(tmp_path: Path, mode: str) -> None:
+    """A restructuring compressor's notes (a JSON array's `schema: {...}`, a table's column lines)
+    are words of the region or of the frame: a real query's result in each of the shell's modes,
+    digested alone and beside the others, at sizes that cut it differently."""
+    db = str(jobs_db(tmp_path, 300))
+
+    def printed(m: str) -> str:
+        args = ["sqlite3", *m.split(), db, "SELECT * FROM jobs"]
+        return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+    mine = Item("s1", "tool_result", printed(mode), 6_000)
+    others = [
+        Item(f"s{i}", "tool_result", printed(m), 6_000) for i, m in enumerate(SHELL_MODES, 2) if m != mode
+    ]
+    for items in ([mine], [mine, *others]):
+        for budget in (200, 800, 3000):
+            digest = await Summarizer(None).digest(items, "a1", budget)
+            assert unquoted(digest.text, items) == [], (mode, budget, len(items))
 
 
 @pytest.mark.slow
