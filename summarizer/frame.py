@@ -102,7 +102,13 @@ def fact_quoted(fact: str, region: str, flat_region: str) -> bool:
 def _quoted(piece: str, region: str, words: frozenset[str]) -> bool:
     if not piece.strip() or piece.strip() in region:
         return True
-    return all(w.lower() in NOTE_WORDS or w in words for w in _WORD.findall(piece))
+    found = _WORD.findall(piece)
+    if found and piece.endswith(CLIPPED) and piece[: -len(CLIPPED)].endswith(found[-1]):
+        # a note clipped at its length limit (compress.out.Out.note) ends in part of a word
+        part = found.pop()
+        if not any(w.startswith(part) for w in words | NOTE_WORDS):
+            return False
+    return all(w.lower() in NOTE_WORDS or w in words for w in found)
 
 
 def unquoted(text: str, items: Sequence[Item], gists: Sequence[Gist] = ()) -> list[str]:

@@ -5,6 +5,7 @@ the model ranks."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,6 +92,28 @@ async def test_each_way_the_sqlite3_shell_prints_a_result_is_quoted(tmp_path: Pa
         for budget in (200, 800, 3000):
             digest = await Summarizer(None).digest(items, "a1", budget)
             assert unquoted(digest.text, items) == [], (mode, budget, len(items))
+
+
+def _ls_recursive(path: Path) -> str:
+    return subprocess.run(["ls", "-laR", "."], cwd=path, check=True, capture_output=True, text=True).stdout
+
+
+async def test_a_note_clipped_mid_word_is_quoted_and_a_forged_one_is_not(tmp_path: Path) -> None:
+    """`ls -laR` of 200 directories: the listing's `… N more directories: ...` note is clipped at
+    its length limit in the middle of a directory's name (`…`); the part of the word is the start
+    of a word of the region. A note whose clipped part starts no word of the region is not."""
+    for i in range(200):
+        tag = "".join("abcdefghij"[int(c)] for c in f"{i:03d}")
+        (tmp_path / f"documentation{tag}packagewithalongname" / "examples").mkdir(parents=True)
+    items = [Item("s1", "tool_result", _ls_recursive(tmp_path), 20_000)]
+    digest = await Summarizer(None).digest(items, "a1", 2500)
+    clipped = [ln for ln in digest.text.split("\n") if "more directories" in ln and ln.endswith("…")]
+    assert len(clipped) == 1
+    part = re.findall(r"[a-z]+", clipped[0])[-1]
+    assert part not in items[0].text.replace("/", " ").split()  # (the case under test: part of a word)
+    assert unquoted(digest.text, items) == []
+    forged = clipped[0][: clipped[0].rindex("/") + 1] + "zzyzx…"
+    assert unquoted(digest.text.replace(clipped[0], forged), items) == [forged]
 
 
 @pytest.mark.slow
