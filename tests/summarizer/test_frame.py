@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -114,6 +115,48 @@ async def test_a_note_clipped_mid_word_is_quoted_and_a_forged_one_is_not(tmp_pat
     assert unquoted(digest.text, items) == []
     forged = clipped[0][: clipped[0].rindex("/") + 1] + "zzyzx…"
     assert unquoted(digest.text.replace(clipped[0], forged), items) == [forged]
+
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+COMMANDS = {  # real programs' output, as an agent's tool call would print it
+    "git log -p": ["git", "-C", str(ROOT), "log", "-p", "-3"],
+    "git log --stat": ["git", "-C", str(ROOT), "log", "--stat", "-20"],
+    "find": ["find", str(ROOT / "watcher"), "-name", "*.py"],
+    "cat -n": ["cat", "-n", str(ROOT / "summarizer" / "detect.py")],
+    "pydoc": [PY, "-m", "pydoc", "json"],
+    "json": [
+        PY,
+        "-c",
+        "import json; print(json.dumps([{'id': i, 'tags': ['a'] * (i % 3)} for i in range(400)]))",
+    ],
+    "json lines": [
+        PY,
+        "-c",
+        "import json\nfor i in range(500): print(json.dumps({'level': 'info', 'i': i}))",
+    ],
+    "numpy": [
+        PY,
+        "-c",
+        "import numpy; numpy.set_printoptions(threshold=10**6); print(numpy.arange(4000) * 3)",
+    ],
+    "traceback": [PY, "-c", "import json; json.loads('{' * 50)"],
+    "pip list": [PY, "-m", "pip", "list"],
+}
+
+
+def _run(argv: list[str]) -> str:
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, errors="replace", timeout=120)
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+async def test_digests_of_real_command_outputs_only_quote(name: str) -> None:
+    text = _run(COMMANDS[name])
+    items = [Item("s1", "tool_result", text, max(1, len(text) // 4))]
+    for budget in (150, 600, 2500):
+        digest = await Summarizer(None).digest(items, "a1", budget)
+        assert unquoted(digest.text, items) == [], (name, budget)
 
 
 @pytest.mark.slow
