@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 ContentKind = Literal[
-    "test", "log", "json", "grep", "diff", "file", "listing", "page", "table", "markdown", "prose"
+    "test", "log", "json", "grep", "diff", "file", "listing", "page", "table", "markdown", "junit", "prose"
 ]
 
 _HEAD_SAMPLE = 64_000
@@ -215,6 +215,10 @@ _PAGE_MARK = re.compile(r"<(?:body|head|/html)\b", re.I)
 _TEMPLATE = re.compile(r"\{%|\{\{")
 
 
+# a JUnit XML report: its root (or only) element is <testsuites> or <testsuite>
+_JUNIT = re.compile(r"\A\ufeff?\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<testsuites?[\s>]", re.S)
+
+
 def _is_page(sample: str, lines: list[str]) -> bool:
     """Whether a tool output is an HTML page: it opens as one (a doctype or `<html>`), or (after an
     HTTP response's headers, say) most of its lines carry tags and it has a `<body>` or `<head>`.
@@ -321,6 +325,8 @@ def detect_body(body: str) -> ContentKind:
     if not lines:
         return "prose"
     sample = _sample_text(body)
+    if _JUNIT.match(sample):  # (before diffs: a failure's text may hold one)
+        return "junit"
     if _DIFF_HEADER.search(sample) and _HUNK_HEADER.search(sample):
         return "diff"
     if _is_json(body, lines):

@@ -59,7 +59,8 @@ BRIEF: Final = re.compile(r"(?: …)? \[\d+ chars; recall [^\]\s]+\]$")
 # a compressor's header line: its kind, then words of its own (NOTE_WORDS) and of the region; a test
 # run's header quotes its summary lines ("; " between them); the envelope's note may end it
 COMPRESSOR_HEADER: Final = re.compile(
-    r"^\[(log|test run|binary-like output|diff|grep|json|file read|listing|page|table|markdown): "
+    r"^\[(log|test run|test report|binary-like output|diff|grep|json|file read|listing|page|table|"
+    r"markdown): "
 )
 ENVELOPE_NOTE: Final = re.compile(r"(?:; (?:harness already elided \d+ chars|command timed out))?\]?$")
 # key facts (summarizer.facts) are quotes with their whitespace collapsed, clipped with "…"; an exit
@@ -75,6 +76,7 @@ recall shown entries entry repeats collapsed harness already elided command time
 control characters like output hunks context dropped dirs in outline read run test log diff grep
 json listing summary numbered here page markup text heading headings
 table row rows column columns comma tab pipe semicolon box separated to markdown schema
+report suite suites testcase testcases failure failures error errors skipped
 """
 NOTE_WORDS: Final = frozenset(_NOTES.split())
 _WORD: Final = re.compile(r"[^\W\d_]{2,}")

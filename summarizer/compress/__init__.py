@@ -16,6 +16,7 @@ from summarizer.compress.clean import clean_text, uncoloured
 from summarizer.compress.diff import compress_diff
 from summarizer.compress.grep import compress_grep
 from summarizer.compress.jsondoc import compress_json
+from summarizer.compress.junit import compress_junit
 from summarizer.compress.logs import LogPlan, compress_log, compress_test
 from summarizer.compress.markup import compress_markdown, compress_page
 from summarizer.compress.out import Compressed, omission
@@ -53,10 +54,12 @@ _COMPRESSORS: dict[ContentKind, _Compressor] = {
     "page": compress_page,
     "table": compress_table,
     "markdown": compress_markdown,
+    "junit": compress_junit,
 }
 _OUTLINED: dict[ContentKind, Callable[[str, str, int], tuple[str, str, int]]] = {
     "page": compress_page,
     "markdown": compress_markdown,
+    "junit": compress_junit,
 }  # documents whose outline is rendered again for a smaller room (Renderer._outline_in)
 
 
@@ -348,8 +351,9 @@ class Renderer:
 
     def _outline_in(self, max_chars: int) -> tuple[str, int] | None:
         """A page or a Markdown document rendered for a room smaller than its natural one (its
-        headings and the first lines under each: compress.markup), (rendering, dropped chars), or
-        None (another kind, or the room holds no outline)."""
+        headings and the first lines under each: compress.markup), a JUnit report with less of each
+        failure (compress.junit), (rendering, dropped chars), or None (another kind, or the room
+        holds no outline)."""
         outlined = _OUTLINED.get(self.kind)
         if outlined is None or not self.active or self.binary:
             return None
