@@ -319,6 +319,54 @@ def table_delimiter(lines: Sequence[str]) -> str | None:
     return None
 
 
+# a column's name in an aligned table's header: a word or two (`CONTAINER ID`, `%CPU`, `Use%`)
+_ALIGNED_NAME = re.compile(r"(?=.{1,40}$)[A-Za-z_%#][\w.()/%#:-]*(?: [\w.()/%#:-]+)?")
+_ALIGNED_WIDTH_MAX = 1000  # the columns are found in the lines' first 1 000 characters
+
+
+def aligned_columns(lines: Sequence[str]) -> list[tuple[int, int]] | None:
+    """The columns, (start, end) positions, of a table aligned with spaces (`docker ps`, `kubectl
+    get`, `pip list`, `ps aux`, `df`), or None: in the first 200 lines (rules aside, no tabs) the
+    positions that are blank in every line split them into 3 or more columns (2 under a rule
+    line); a column whose header is blank belongs to the one before it (a command's words); every
+    column is named by the header line (a word or two, not a number or a timestamp); and 90 % of
+    the rows fill the first column. The last column runs to the end of each line."""
+    sample = lines[:200]
+    kept = table_lines(sample)
+    rows = [ln.rstrip() for ln, _ in kept if ln.strip()]
+    if len(rows) < 6 or any("\t" in r for r in rows):
+        return None
+    width = min(_ALIGNED_WIDTH_MAX, max(len(r) for r in rows))
+    filled = bytearray(width)
+    for r in rows:
+        for p, ch in enumerate(r[:width]):
+            if ch != " ":
+                filled[p] = 1
+    spans: list[tuple[int, int]] = []
+    p = 0
+    while p < width:
+        if not filled[p]:
+            p += 1
+            continue
+        q = p
+        while q < width and filled[q]:
+            q += 1
+        if spans and not rows[0][p:q].strip():  # no name of its own: the column before's
+            spans[-1] = (spans[-1][0], q)
+        else:
+            spans.append((p, q))
+        p = q
+    ruled = len(kept) < len(sample)
+    if len(spans) < (2 if ruled else 3):
+        return None
+    if not all(_ALIGNED_NAME.fullmatch(rows[0][a:b].strip()) for a, b in spans):
+        return None
+    first = spans[0]
+    if sum(1 for r in rows[1:] if r[first[0] : first[1]].strip()) < 0.9 * (len(rows) - 1):
+        return None
+    return spans
+
+
 def detect_body(body: str) -> ContentKind:
     """Classify an already-unwrapped tool output body."""
     lines = sample_lines(body)
@@ -335,8 +383,8 @@ def detect_body(body: str) -> ContentKind:
         return "page"
     if TEST_SIGNAL.search(sample):
         return "test"
-    if table_delimiter(lines) is not None:  # (before `cat -n`: a TSV's first column may be numbers)
-        return "table"
+    if table_delimiter(lines) is not None or aligned_columns(lines) is not None:
+        return "table"  # (before `cat -n`: a TSV's first column may be numbers)
     if numbered := _numbered_kind(lines):
         return numbered
     if len(_CI_MARK.findall(sample, 0, 200_000)) >= 2:  # a CI runner's log, whatever its steps print

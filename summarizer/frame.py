@@ -75,7 +75,7 @@ or str int float bool null list dict object array string number true false none 
 recall shown entries entry repeats collapsed harness already elided command timed out undecodable
 control characters like output hunks context dropped dirs in outline read run test log diff grep
 json listing summary numbered here page markup text heading headings
-table row rows column columns comma tab pipe semicolon box separated to markdown schema
+table row rows column columns comma tab pipe semicolon box space separated to markdown schema
 report suite suites testcase testcases failure failures error errors skipped
 """
 NOTE_WORDS: Final = frozenset(_NOTES.split())

@@ -1,5 +1,5 @@
-"""Delimited tables (CSV, TSV, `sqlite3`, `psql` and `mysql` results, Markdown tables): their
-shape, then their rows' ends.
+"""Tables (CSV, TSV, `sqlite3`, `psql` and `mysql` results, Markdown tables, and tables aligned
+with spaces: `docker ps`, `kubectl get`, `pip list`, `ps aux`): their shape, then their rows' ends.
 
 A table printed whole (`cat data.csv`, a query's result) is rows of one shape; what an agent needs
 of an old one is its columns, how many rows it had, what each column holds, and a few rows to see
@@ -7,7 +7,8 @@ the format. `compress_table` shows the header row, one line per column (its dist
 few, quoted; else the range of a numeric column), the first and last rows verbatim, and omits the
 rest. The delimiter is the one that splits the sampled lines as a table under a header row
 (summarizer.detect.table_delimiter); rule lines (`+----+`, `|---|`) are left out, and a row between
-borders (`| a | b |`) is read without them (summarizer.detect.table_lines).
+borders (`| a | b |`) is read without them (summarizer.detect.table_lines). A table aligned with
+spaces is cut at its columns' positions (summarizer.detect.aligned_columns).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 
 from summarizer.compress.out import Out, plural
-from summarizer.detect import split_rows, table_delimiter, table_lines
+from summarizer.detect import aligned_columns, split_rows, table_delimiter, table_lines
 
 _HEAD_ROWS, _TAIL_ROWS = 8, 4
 _COLUMNS_MAX = 24  # more columns than this: the first 24 are described
@@ -45,11 +46,22 @@ def _column(name: str, values: list[str]) -> str:
     return label
 
 
+def _aligned_row(line: str, spans: list[tuple[int, int]]) -> list[str]:
+    """A row of a table aligned with spaces, cut at its columns' positions (the last: to its end)."""
+    cells = [line[a:b] for a, b in spans[:-1]] + [line[spans[-1][0] :]]
+    return [c.strip() for c in cells]
+
+
 def compress_table(body: str, ref: str) -> tuple[str, str, int]:
-    read = table_lines([ln for ln in body.split("\n") if ln.strip()])  # (rules left out)
+    raw = [ln for ln in body.split("\n") if ln.strip()]
+    read = table_lines(raw)  # (rules left out)
     lines = [ln for ln, _ in read]
-    delim = table_delimiter(lines) or ","
-    rows = split_rows([text for _, text in read[: _READ_MAX + 1]], delim)
+    delim = table_delimiter(raw)
+    spans = None if delim else aligned_columns(raw)
+    if spans:
+        rows = [_aligned_row(ln, spans) for ln in lines[: _READ_MAX + 1]]
+    else:
+        rows = split_rows([text for _, text in read[: _READ_MAX + 1]], delim or ",")
     if not rows or not rows[0]:
         return "table: no rows", body, 0
     width = len(rows[0])
@@ -73,6 +85,10 @@ def compress_table(body: str, ref: str) -> tuple[str, str, int]:
         out.keep(ln)
         shown += len(ln) + 1
     out.omit(max(0, len(body) - shown - out.dropped))  # blank lines, and what clipping cut
-    name = {",": "comma", "\t": "tab", "|": "pipe", ";": "semicolon", "│": "box"}[delim]
+    name = (
+        "space"
+        if spans
+        else {",": "comma", "\t": "tab", "|": "pipe", ";": "semicolon", "│": "box"}[delim or ","]
+    )
     summary = f"table: {plural(len(rest), 'row')}, {plural(width, 'column')}, {name}-separated"
     return summary, out.render(), out.dropped

@@ -6,8 +6,6 @@ pytest's own `--junitxml`, of a real failing suite run in a subprocess, in both 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from summarizer.compress import compress
 from summarizer.detect import detect
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
+from tests.fixtures.junit import pytest_report
 
 REF = "a1#s1"
 MARKER = re.compile(r"\[… (\d+) chars omitted; recall a1#s1\]")
@@ -38,16 +37,7 @@ def test_skipped():
 
 
 def _report(root: Path, family: str) -> str:
-    (root / "test_many.py").write_text(SUITE)
-    xml = root / "report.xml"
-    options = ["-o", f"junit_family={family}", "-o", "junit_logging=all", f"--junitxml={xml}"]
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, "test_many.py"],
-        cwd=root,
-        capture_output=True,
-        check=False,
-    )
-    return xml.read_text()
+    return pytest_report(root, SUITE, family, "all")
 
 
 @pytest.fixture(scope="module", params=["xunit1", "xunit2"])

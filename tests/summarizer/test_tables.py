@@ -11,6 +11,7 @@ import io
 import logging
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy
@@ -117,6 +118,30 @@ async def test_a_digest_of_tables_quotes_them(tmp_path: Path) -> None:
     assert "dtype,input,output,ulperrortol" in digest.text
 
 
+def _printed(argv: list[str]) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "columns"),
+    [
+        ([sys.executable, "-m", "pip", "list"], ("Package", "Version")),
+        ([sys.executable, "-m", "pip", "list", "-v"], ("Package", "Version", "Location", "Installer")),
+    ],
+    ids=["pip list", "pip list -v"],
+)
+def test_a_table_aligned_with_spaces_is_read_by_its_columns(
+    argv: list[str], columns: tuple[str, ...]
+) -> None:
+    """`pip list` (its header over a `----` rule), with and without its locations: columns found
+    where every line is blank. Before, it was a log of its first and last lines."""
+    text = _printed(argv)
+    assert detect(text) == "table"
+    shown = _checked(text).split("\n")
+    assert re.fullmatch(r"\[table: \d+ rows?, \d+ columns, space-separated\]", shown[0])
+    assert all(any(ln.startswith(f"{c}: ") for ln in shown) for c in columns)
+
+
 def _python_log() -> str:
     """Real `logging` output: its `%(asctime)s` has a comma before the milliseconds."""
     stream = io.StringIO()
@@ -140,12 +165,23 @@ def _python_log() -> str:
         "\n".join(
             f"Step {i}, as planned, edited module_{i}.py and ran the tests, all of them." for i in range(40)
         ),
+        "Active Internet connections (servers and established)\n"
+        + "Proto Recv-Q Send-Q Local Address           Foreign Address         State\n"
+        + "".join(
+            f"tcp        0      0 127.0.0.1:{6000 + i:<5}          0.0.0.0:*               LISTEN\n"
+            for i in range(30)
+        ),
         "\n".join(
             ["# Results", "", "What the run measured, per key:", "", "| name | value |", "|---|---|"]
             + [f"| key_{i} | {i} |" for i in range(40)]
         ),
     ],
-    ids=["python logging", "prose with commas", "markdown document with a table"],
+    ids=[
+        "python logging",
+        "prose with commas",
+        "a title over an aligned table",
+        "markdown document with a table",
+    ],
 )
 def test_logs_prose_and_markdown_are_not_tables(text: str) -> None:
     assert detect(text) != "table"

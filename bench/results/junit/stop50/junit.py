@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 from summarizer.compress import compress
 from summarizer.digest import Item, Summarizer
 from summarizer.tokenizer import load_counter
+from tests.fixtures.junit import pytest_report
 from watcher.runtime.paths import default_model_path
 
 SUITE = """
@@ -42,19 +42,6 @@ SIZES = {
 }
 
 
-def _report(root: Path, n: int, failing: tuple[int, ...], family: str, logging: str) -> str:
-    (root / "test_many.py").write_text(SUITE.format(n=n, failing=failing))
-    xml = root / "report.xml"
-    options = ["-o", f"junit_family={family}", "-o", f"junit_logging={logging}", f"--junitxml={xml}"]
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *options, "test_many.py"],
-        cwd=root,
-        capture_output=True,
-        check=False,
-    )
-    return xml.read_text()
-
-
 def _shares(text: str, failing: tuple[int, ...]) -> dict[str, float]:
     names = [f'name="test_value[{i}]"' for i in failing] + ['name="test_needs_a_fixture"']
     messages = [f"value {i} is reserved" for i in failing] + ["fixture 'missing_fixture' not found"]
@@ -72,7 +59,7 @@ async def main() -> dict[str, object]:
             for family, logging in (("xunit1", "no"), ("xunit2", "no"), ("xunit1", "all"), ("xunit2", "all")):
                 root = Path(tmp) / f"{n}-{family}-{logging}"
                 root.mkdir()
-                report = _report(root, n, failing, family, logging)
+                report = pytest_report(root, SUITE.format(n=n, failing=failing), family, logging)
                 tokens = count(report)
                 out = compress(report, ref="a#s1")
                 digest = await Summarizer(None, count=count).digest(
