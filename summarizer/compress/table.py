@@ -13,6 +13,7 @@ spaces is cut at its columns' positions (summarizer.detect.aligned_columns).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from summarizer.compress.out import Out, plural
@@ -47,7 +48,13 @@ def _column(name: str, values: list[str]) -> str:
 
 
 def _aligned_row(line: str, spans: list[tuple[int, int]]) -> list[str]:
-    """A row of a table aligned with spaces, cut at its columns' positions (the last: to its end)."""
+    """A row of a table aligned with spaces, cut at its columns' positions (the last: to its end).
+    A row with text between two columns (a value wider than its column in the lines the columns
+    were found in) is not cut there, into a value the table does not hold: it is its words when
+    they are as many as the columns, else no cells."""
+    if line[: spans[0][0]].strip() or any(line[b:a].strip() for (_, b), (a, _) in itertools.pairwise(spans)):
+        words = line.split()
+        return words if len(words) == len(spans) else []
     cells = [line[a:b] for a, b in spans[:-1]] + [line[spans[-1][0] :]]
     return [c.strip() for c in cells]
 

@@ -142,6 +142,22 @@ def test_a_table_aligned_with_spaces_is_read_by_its_columns(
     assert all(any(ln.startswith(f"{c}: ") for ln in shown) for c in columns)
 
 
+async def test_a_value_wider_than_its_column_is_never_cut() -> None:
+    """The columns are found in the first 200 lines; a later row whose value runs into the next
+    column (as `lsof`'s do) is read by its words, not cut at the column's end into a value the
+    table does not hold."""
+    rows = [f"{f'worker-{i}':<12}{'running' if i % 3 else 'stopped':<10}{i * 7}" for i in range(300)]
+    rows += [f"{f'worker-{i}':<12}restarting-after-crash {i}" for i in range(300, 320)]
+    text = "\n".join([f"{'NAME':<12}{'STATE':<10}PID", *rows]) + "\n"
+    assert detect(text) == "table"
+    shown = _checked(text).split("\n")
+    assert "STATE: 3 values stopped running restarting-after-crash" in shown
+    items = [Item("s1", "tool_result", text, 4000)]
+    for budget in (300, 1000):
+        digest = await Summarizer(None).digest(items, "a1", budget)
+        assert unquoted(digest.text, items) == []
+
+
 def _python_log() -> str:
     """Real `logging` output: its `%(asctime)s` has a comma before the milliseconds."""
     stream = io.StringIO()
