@@ -1,5 +1,5 @@
 """Tables (CSV, TSV, `sqlite3`, `psql` and `mysql` results, Markdown tables, and tables aligned
-with spaces: `docker ps`, `kubectl get`, `pip list`, `ps aux`): their shape, then their rows' ends.
+with spaces: `pip list`, `ps -ef`, `lsof`): their shape, then their rows' ends.
 
 A table printed whole (`cat data.csv`, a query's result) is rows of one shape; what an agent needs
 of an old one is its columns, how many rows it had, what each column holds, and a few rows to see
