@@ -4,8 +4,9 @@ with spaces: `pip list`, `ps -ef`, `lsof`): their shape, then their rows' ends.
 A table printed whole (`cat data.csv`, a query's result) is rows of one shape; what an agent needs
 of an old one is its columns, how many rows it had, what each column holds, and a few rows to see
 the format. `compress_table` shows the header row, one line per column (its distinct values when
-few, quoted; else the range of a numeric column), the first and last rows verbatim, and omits the
-rest. The delimiter is the one that splits the sampled lines as a table under a header row
+few, quoted; else the range of a numeric column), the first and last rows verbatim and the rows
+that hold a value few rows hold in a column of few values (a failed job among thousands done), and
+omits the rest. The delimiter is the one that splits the sampled lines as a table under a header row
 (summarizer.detect.table_delimiter); rule lines (`+----+`, `|---|`) are left out, and a row between
 borders (`| a | b |`) is read without them (summarizer.detect.table_lines). A table aligned with
 spaces is cut at its columns' positions (summarizer.detect.aligned_columns).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 
 from summarizer.compress.out import Out, plural
 from summarizer.detect import aligned_columns, split_rows, table_delimiter, table_lines
@@ -24,6 +26,8 @@ _COLUMNS_MAX = 24  # more columns than this: the first 24 are described
 _FEW = 6  # a column with at most this many distinct values lists them
 _VALUE_MAX = 40  # longer values are not listed
 _READ_MAX = 200_000  # rows read for the column lines (bounded work); all rows are counted
+_RARE_ROWS = 6  # rows shown besides the ends because they hold a rare value (_rare_rows) ...
+_RARE_MAX = 3  # ... one at most this many rows hold
 
 
 def _number(value: str) -> float | None:
@@ -45,6 +49,21 @@ def _column(name: str, values: list[str]) -> str:
     if numbers and len(numbers) >= 0.9 * len(distinct):
         return f"{label}, from {min(numbers)[1]} to {max(numbers)[1]}"
     return label
+
+
+def _rare_rows(header: list[str], data: list[list[str]]) -> list[int]:
+    """Indices into `data`, in order, of the first _RARE_ROWS rows holding a value that few rows
+    hold (at most _RARE_MAX, and 1 % of them) in a column of at most _FEW values: the failed job
+    among thousands done, the one process of another user."""
+    limit = min(_RARE_MAX, max(1, len(data) // 100))
+    chosen: set[int] = set()
+    for k in range(min(len(header), _COLUMNS_MAX)):
+        counts = Counter(r[k].strip() for r in data if k < len(r))
+        if not 2 <= len(counts) <= _FEW:
+            continue
+        rare = {v for v, n in counts.items() if n <= limit}
+        chosen.update(i for i, r in enumerate(data) if k < len(r) and r[k].strip() in rare)
+    return sorted(chosen)[:_RARE_ROWS]
 
 
 def _aligned_row(line: str, spans: list[tuple[int, int]]) -> list[str]:
@@ -85,9 +104,14 @@ def compress_table(body: str, ref: str) -> tuple[str, str, int]:
     for ln in head:
         out.keep(ln)
         shown += len(ln) + 1
-    middle = len(rest) - len(head) - len(tail)
-    if middle > 0:
-        out.omit(sum(len(ln) + 1 for ln in rest[len(head) : len(rest) - len(tail)]))
+    pos, end = len(head), len(rest) - len(tail)
+    rare = _rare_rows(header, data) if len(rows) == min(len(lines), _READ_MAX + 1) else []
+    for i in (i for i in rare if pos <= i < end):  # (data[i] is the row of rest[i])
+        out.omit(sum(len(ln) + 1 for ln in rest[pos:i]))
+        out.keep(rest[i])
+        shown += len(rest[i]) + 1
+        pos = i + 1
+    out.omit(sum(len(ln) + 1 for ln in rest[pos:end]))
     for ln in tail:
         out.keep(ln)
         shown += len(ln) + 1

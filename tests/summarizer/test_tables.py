@@ -21,7 +21,7 @@ from summarizer.compress import compress
 from summarizer.detect import detect
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import unquoted
-from tests.fixtures.query import jobs_db, jobs_query
+from tests.fixtures.query import jobs_db, jobs_failing, jobs_query
 
 REF = "a1#s1"
 MARKER = re.compile(r"\[… (\d+) chars omitted; recall a1#s1\]")
@@ -140,6 +140,19 @@ def test_a_table_aligned_with_spaces_is_read_by_its_columns(
     shown = _checked(text).split("\n")
     assert re.fullmatch(r"\[table: \d+ rows?, \d+ columns, space-separated\]", shown[0])
     assert all(any(ln.startswith(f"{c}: ") for ln in shown) for c in columns)
+
+
+@pytest.mark.parametrize("mode", [("-header", "-separator", "\t"), ("-box",)], ids=["tab", "box"])
+def test_the_rows_holding_a_rare_value_are_shown(tmp_path: Path, mode: tuple[str, ...]) -> None:
+    """2 000 jobs of which 3 failed and 2 were cancelled: their rows are shown between the table's
+    ends (before, the column line said `failed` existed, not which job)."""
+    db = jobs_failing(tmp_path, 2000, (311, 1207, 1850), (64, 999))
+    text = _printed(["sqlite3", *mode, str(db), "SELECT * FROM jobs ORDER BY id"])
+    shown = _checked(text)
+    assert "status: 3 values done cancelled failed" in shown.split("\n")
+    for job in (64, 311, 999, 1207, 1850):
+        assert re.search(rf"^\W*{job}\W.*(failed|cancelled)", shown, re.M), job
+    assert not re.search(r"^\W*1000\W", shown, re.M)  # a job done, in the middle
 
 
 async def test_a_value_wider_than_its_column_is_never_cut() -> None:
