@@ -51,10 +51,11 @@ def _column(name: str, values: list[str]) -> str:
     return label
 
 
-def _rare_rows(header: list[str], data: list[list[str]]) -> list[int]:
-    """Indices into `data`, in order, of the first _RARE_ROWS rows holding a value that few rows
-    hold (at most _RARE_MAX, and 1 % of them) in a column of at most _FEW values: the failed job
-    among thousands done, the one process of another user."""
+def _rare_rows(header: list[str], data: list[list[str]], lo: int, hi: int) -> list[int]:
+    """Indices into `data` from `lo` to `hi` (the rows the table's ends do not show), in order, of
+    the first _RARE_ROWS rows holding a value that few rows hold (at most _RARE_MAX, and 1 % of
+    them) in a column of at most _FEW values: the failed job among thousands done, the one process
+    of another user."""
     limit = min(_RARE_MAX, max(1, len(data) // 100))
     chosen: set[int] = set()
     for k in range(min(len(header), _COLUMNS_MAX)):
@@ -62,7 +63,9 @@ def _rare_rows(header: list[str], data: list[list[str]]) -> list[int]:
         if not 2 <= len(counts) <= _FEW:
             continue
         rare = {v for v, n in counts.items() if n <= limit}
-        chosen.update(i for i, r in enumerate(data) if k < len(r) and r[k].strip() in rare)
+        chosen.update(
+            i for i in range(lo, min(hi, len(data))) if k < len(data[i]) and data[i][k].strip() in rare
+        )
     return sorted(chosen)[:_RARE_ROWS]
 
 
@@ -105,8 +108,8 @@ def compress_table(body: str, ref: str) -> tuple[str, str, int]:
         out.keep(ln)
         shown += len(ln) + 1
     pos, end = len(head), len(rest) - len(tail)
-    rare = _rare_rows(header, data) if len(rows) == min(len(lines), _READ_MAX + 1) else []
-    for i in (i for i in rare if pos <= i < end):  # (data[i] is the row of rest[i])
+    rare = _rare_rows(header, data, pos, end) if len(rows) == min(len(lines), _READ_MAX + 1) else []
+    for i in rare:  # (data[i] is the row of rest[i])
         out.omit(sum(len(ln) + 1 for ln in rest[pos:i]))
         out.keep(rest[i])
         shown += len(rest[i]) + 1

@@ -39,8 +39,8 @@ def _rare_lines(text: str) -> list[str]:
     keep = table_module._rare_rows
     found: list[list[int]] = []
 
-    def spy(header: list[str], data: list[list[str]]) -> list[int]:
-        found.append(rows := keep(header, data))
+    def spy(header: list[str], data: list[list[str]], lo: int, hi: int) -> list[int]:
+        found.append(rows := keep(header, data, lo, hi))
         return rows
 
     table_module._rare_rows = spy  # type: ignore[assignment]
@@ -56,7 +56,7 @@ def _rare_lines(text: str) -> list[str]:
 def _rendered(text: str, rule: bool) -> str:
     keep = table_module._rare_rows
     if not rule:
-        table_module._rare_rows = lambda header, data: []  # type: ignore[assignment]
+        table_module._rare_rows = lambda header, data, lo, hi: []  # type: ignore[assignment]
     try:
         return compress(text, ref="a#s1").text
     finally:
