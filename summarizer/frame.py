@@ -27,6 +27,7 @@ every shared trajectory.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Final
@@ -108,7 +109,7 @@ def _quoted(piece: str, region: str, words: frozenset[str]) -> bool:
     if found and piece.endswith(CLIPPED) and piece[: -len(CLIPPED)].endswith(found[-1]):
         # a note clipped at its length limit (compress.out.Out.note) ends in part of a word
         part = found.pop()
-        if not any(w.startswith(part) for w in words | NOTE_WORDS):
+        if not any(w.startswith(part) for w in itertools.chain(words, NOTE_WORDS)):
             return False
     return all(w.lower() in NOTE_WORDS or w in words for w in found)
 

@@ -29,6 +29,7 @@ _SUITE = re.compile(rf"<testsuite(s?)\b{_ATTRS}/?>")
 _CASE = re.compile(rf"<testcase\b{_ATTRS}(/?)>")
 _OUTCOME = re.compile(rf"<(failure|error|skipped)\b{_ATTRS}(/?)>")
 _CASE_END = "</testcase>"
+_TEXT = re.compile(r"\S")
 _MARKED = re.compile(r"E\s|Caused by:|\s*\S*(?:Error|Exception)\b")  # the error's own lines
 
 
@@ -45,7 +46,7 @@ class _Spans:
         start = max(start, self.cursor)
         if end <= start:
             return
-        if self.body[self.cursor : start].strip():
+        if _TEXT.search(self.body, self.cursor, start):  # (no copy of the gap: a report is re-rendered)
             self.out.omit(start - self.cursor)
         for line in self.body[start:end].split("\n"):
             if line.strip():
@@ -53,7 +54,7 @@ class _Spans:
         self.cursor = end
 
     def render(self) -> str:
-        if self.body[self.cursor :].strip():
+        if _TEXT.search(self.body, self.cursor):
             self.out.omit(len(self.body) - self.cursor)
         return self.out.render()
 

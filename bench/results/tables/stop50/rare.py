@@ -23,6 +23,7 @@ import numpy
 
 from summarizer.compress import compress
 from summarizer.compress import table as table_module
+from summarizer.detect import table_lines
 from summarizer.tokenizer import load_counter
 from tests.fixtures.query import jobs_failing
 from watcher.runtime.paths import default_model_path
@@ -48,8 +49,7 @@ def _rare_lines(text: str) -> list[str]:
         compress(text, ref="a#s1")
     finally:
         table_module._rare_rows = keep
-    lines = [ln for ln in text.split("\n") if ln.strip()]
-    rows = [ln for ln in lines if not set(ln.strip()) <= set("-+|=:─━═│┃║┼╋╪├┤┬┴┌┐└┘╔╗╚╝╠╣╦╩╬╞╡╭╮╯╰ ")]
+    rows = [ln for ln, _ in table_lines([ln for ln in text.split("\n") if ln.strip()])]  # as compress_table
     return [rows[1 + i] for i in found[0]] if found else []
 
 
