@@ -12,7 +12,8 @@ quantifiers, so none can backtrack catastrophically.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from summarizer.compress.classify import setup_lines, step_spans
@@ -22,6 +23,7 @@ from summarizer.compress.markup import page_text
 from summarizer.detect import is_page, split_envelope
 
 FACT_MAX_CHARS = 200
+FAMILY_BIG, FAMILY_MAX = 6, 2  # of a family bigger than FAMILY_BIG (big_families), FAMILY_MAX are shown
 _SENTENCE_REACH = 240  # how far a sentence may extend either side of its marker word
 _WINDOW_HEAD = 64_000
 _WINDOW_TAIL = 32_000
@@ -263,13 +265,28 @@ def _path_candidates(text: str) -> Iterator[tuple[int, str]]:
             yield start, text[start : m.end()]
 
 
+class _Families:
+    """Number shapes seen by a finder: a member of a family past FAMILY_BIG + 1 (enough to tell it is
+    big, :func:`big_families`) is not yielded and does not count towards the finder's cap, so that
+    240 generated files do not end the scan before the one the failure names."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[str] = Counter()
+
+    def excess(self, text: str) -> bool:
+        shape = number_shape(text)
+        self.seen[shape] += 1
+        return self.seen[shape] > FAMILY_BIG + 1
+
+
 def _paths(text: str, cap: int) -> Iterator[_Found]:
     n = 0
+    families = _Families()
     for start, raw in _path_candidates(text):
         path = raw.rstrip(".,:;")
         if path.startswith(("a/", "b/")) and path.count("/") >= 2:  # git diff's a/ and b/ prefixes
             path = path[2:]
-        if _plausible_path(path):
+        if _plausible_path(path) and not families.excess(path):
             n += 1
             yield _Found(0 if "/" in path else 1, start, path)
             if n >= cap:
@@ -297,14 +314,18 @@ def _identifiers(text: str, cap: int) -> Iterator[_Found]:
     for m in _DEFINED.finditer(text):
         if _word_start(text, m.start()):
             yield _Found(0, m.start(1), m[1])
+    families = _Families()
     for pattern in (_CALLED, _CAMEL):
-        for n, m in enumerate(pattern.finditer(text)):
+        n = 0
+        for m in pattern.finditer(text):
             if n >= cap:
                 break
-            yield _Found(1, m.start(1), m[1] + ("()" if pattern is _CALLED else ""))
+            if not families.excess(m[1]):
+                n += 1
+                yield _Found(1, m.start(1), m[1] + ("()" if pattern is _CALLED else ""))
     n = 0
     for m in _DOTTED.finditer(text):
-        if _code_like_dotted(m[1], bool(m[2])):
+        if _code_like_dotted(m[1], bool(m[2])) and not families.excess(m[1]):
             n += 1
             yield _Found(1, m.start(1), m[1] + ("()" if m[2] else ""))
             if n >= cap:
@@ -428,20 +449,45 @@ def _dedupe_key(fact: str) -> str:
 _DIGITS = re.compile(r"\d+")
 
 
+def number_shape(text: str) -> str:
+    """`text` with each run of digits as `#`: `mod017.c` and `mod203.c` are one shape."""
+    return _DIGITS.sub("#", text)
+
+
+def big_families(values: Iterable[str]) -> frozenset[str]:
+    """The number shapes (:func:`number_shape`) that more than FAMILY_BIG of `values` share: a
+    generated family (400 tests `adds_000` ... `adds_399`, 240 files `mod000.c` ...), not a few
+    related names (`int32`, `int64`; `py38`, `py39`, `py310`)."""
+    sizes = Counter(number_shape(v) for v in values)
+    return frozenset(shape for shape, n in sizes.items() if n > FAMILY_BIG)
+
+
 def _candidates(text: str, finder: _Finder, cap: int, by_shape: bool) -> list[_Found]:
     """Unique facts of one category, strongest then earliest first.
 
     With `by_shape`, facts that differ only in their numbers count as one (28 lint errors that differ
-    in the line number are one fact).
+    in the line number are one fact). Without it, of a big family (:func:`big_families`) only the
+    first FAMILY_MAX stay: they would fill every slot of their category with one thing said again.
     """
     best: dict[str, _Found] = {}
     for found in finder(text, cap):
         fact = _clip(found.text)
-        key = _DIGITS.sub("#", _dedupe_key(fact)) if by_shape else _dedupe_key(fact)
+        key = number_shape(_dedupe_key(fact)) if by_shape else _dedupe_key(fact)
         old = best.get(key)
         if fact and (old is None or (found.rank, found.pos) < (old.rank, old.pos)):
             best[key] = _Found(found.rank, found.pos, fact)
-    return sorted(best.values())
+    ranked = sorted(best.values())
+    if by_shape:
+        return ranked
+    big = big_families(_dedupe_key(f.text) for f in ranked)
+    seen: Counter[str] = Counter()
+    out = []
+    for found in ranked:
+        shape = number_shape(_dedupe_key(found.text))
+        seen[shape] += 1
+        if shape not in big or seen[shape] <= FAMILY_MAX:
+            out.append(found)
+    return out
 
 
 def _take(pools: list[list[_Found]], chosen: list[list[_Found]], quotas: list[int], limit: int) -> None:

@@ -39,11 +39,12 @@ digest's size search (summarizer.digest) makes the whole digest fit its target.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from summarizer.facts import fact_source
+from summarizer.facts import FAMILY_MAX, big_families, fact_source, number_shape
 from summarizer.items import Item
 from summarizer.safety import redact
 
@@ -135,15 +136,25 @@ def ranked_names(items: Sequence[Item]) -> tuple[str, ...]:
 def pick_names(names: Sequence[str], present: str, max_chars: int) -> list[str]:
     """Names of `names` (ranked) not already verbatim in `present`, whose space-separated line fits
     `max_chars`, or NAMES_FLOOR of the size of `present` (the rest of the digest) if that is more;
-    output in rank order. A name contained in a chosen one is carried by it."""
+    output in rank order. A name contained in a chosen one is carried by it. Of a big family of
+    names that differ only in their numbers (summarizer.facts.big_families: 400 generated tests
+    `adds_000` ... `adds_399`), FAMILY_MAX go, counting those shown elsewhere in the digest: the
+    rest would fill the line with one thing said again."""
     max_chars = max(max_chars, int(NAMES_FLOOR * len(present)))
     chosen: list[str] = []
+    family: Counter[str] = Counter()
+    big = big_families(names)
     size = 0
     for name in names:
         if size + len(name) + 1 > max_chars:
             continue  # a shorter one further down may still fit
+        shape = number_shape(name)
         if name in present or any(name in c for c in chosen):
+            family[shape] += 1  # a family shown elsewhere in the digest is shown
             continue
+        if shape in big and family[shape] >= FAMILY_MAX:
+            continue  # adds_017 after adds_000 and adds_001: the room goes to other names
+        family[shape] += 1
         chosen.append(name)
         size += len(name) + 1
     return chosen

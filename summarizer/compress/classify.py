@@ -4,7 +4,8 @@ Works on clean lines (summarizer.compress.clean). A line is:
 
 * a *failure* line when its structure says so: `##[error]`, `error[E0308]:`, `path:12:3: error`,
   `FAILED test`, `--- FAIL:`, `● suite › test`, `npm ERR!`, `make: ***`, `BUILD FAILED`, `Caused by:`,
-  `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, ...;
+  `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, a TAP `not ok 3 - name` (node --test,
+  prove, bats), ...;
 * a *pass* line when it reports a passing test (`PASSED`, `ok`, `✓`, `[  OK  ]`): never a failure, even
   when the test's name says "error";
 * a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
@@ -28,7 +29,7 @@ from summarizer.textscan import line_starts, lines_with
 _FAILURE_START: Final = re.compile(
     r"[ \t]*(?:##\[error\]|::error\b|\[(?:ERROR|FATAL|FAIL(?:ED|URE)?)\]|(?:ERROR|FATAL|FAIL(?:ED|URE)?)\b"
     r"|E {2,}\S|--- FAIL\b|={1,3} FAIL\b|[✕✗✖×●❌]\s|>{3} |Caused by:|Exception in thread |panic: "
-    r"|goroutine \d+ \["
+    r"|goroutine \d+ \[|not ok\b(?= \d| -|\s*$)"
     r"|Traceback \(most recent call last\)|(?:[\w.$]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault)\b[:!]?"
     r"|thread '[^']*'(?: \(\d+\))? panicked|error(?:\[E\d+\]|\s+TS\d+)?:|fatal:|FAILURE:|BUILD FAIL)"
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
@@ -107,7 +108,7 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "error", "fail", "fatal", "panic", "exit", "returned", "terminated", "denied", "exception", "traceback",
     "caused by", "goroutine", "fault", "http 4", "http 5", "not accessible", "not found", "no such file",
     "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
-    "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable",
+    "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable", "not ok",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

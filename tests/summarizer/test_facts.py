@@ -192,3 +192,14 @@ def test_a_ci_log_s_set_up_is_no_source_of_key_facts() -> None:
     broken = _gha([*setup[:-1], "##[error]Unable to clone the repository", *setup[-1:], *failing])
     assert "Unable to clone the repository" in fact_source(broken)
     assert fact_source("no steps here\n2.53.0") == "no steps here\n2.53.0"
+
+
+def test_a_big_family_of_numbered_paths_leaves_room_for_the_others() -> None:
+    """240 compiled files `mod000.c` ... `mod239.c` would take every path slot: two of them are key
+    facts, and the paths named once (the failing build's) keep theirs; a few numbered ones stay."""
+    text = "\n".join(f"cc -c src/gen/mod{i:03d}.c -o mod{i:03d}.o" for i in range(240))
+    text += "\nsrc/net/port_parser.c:12:3: error: expected ';'\nsee docs/v1/api.md and docs/v2/api.md\n"
+    facts = extract_facts(text, 40)
+    assert sum(1 for f in facts if "src/gen/mod" in f) == 2
+    assert any("src/net/port_parser.c" in f for f in facts)
+    assert "docs/v1/api.md" in facts and "docs/v2/api.md" in facts

@@ -126,6 +126,15 @@ def test_pick_names_skips_what_is_shown_and_fits_its_room() -> None:
     assert pick_names(names, "", 0) == []
 
 
+def test_pick_names_shows_two_of_a_big_family_of_numbered_names_and_a_small_one_whole() -> None:
+    """400 generated tests `adds_000` ... would fill the line with one thing said again: two go
+    (counting one shown elsewhere), and the room goes to the other names; a few related names that
+    differ in a number (`int32`, `int64`) are not such a family."""
+    names = (*(f"adds_{i:03d}" for i in range(400)), "parse_port", "int32_cast", "int64_cast")
+    assert pick_names(names, "", 10_000) == ["adds_000", "adds_001", "parse_port", "int32_cast", "int64_cast"]
+    assert pick_names(names, "test adds_000 ... ok", 10_000)[:2] == ["adds_001", "parse_port"]
+
+
 def test_a_ci_log_s_set_up_is_no_source_of_names() -> None:
     """The runner's and the checkout's settings (`defaultBranch`, `GITHUB_TOKEN`) name nothing the
     agent works on; the failing step's names stay (summarizer.facts.fact_source, as for key facts)."""
