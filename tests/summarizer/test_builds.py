@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 
 from summarizer.digest import Item, Summarizer
-from summarizer.frame import unquoted
+from summarizer.frame import FACTS_LABEL, unquoted
 from summarizer.layout import NAMES_LABEL
 from tests.fixtures.builds import cargo_test, make_gcc, node_tap
-
-FACTS_LABEL = "Key facts (quoted verbatim from the sections): "
 
 CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
     # run, what the digest must show, a family of generated names

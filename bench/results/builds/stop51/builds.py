@@ -16,9 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from summarizer.digest import Item, Summarizer
-from summarizer.frame import unquoted
+from summarizer.frame import FACTS_LABEL, unquoted
 from summarizer.layout import NAMES_LABEL
-from tests.summarizer.test_builds import CASES, FACTS_LABEL
+from tests.summarizer.test_builds import CASES
 
 
 def output(run: Callable[[Path], str], slug: str, src: str | None, keep: str | None) -> str:
