@@ -442,6 +442,10 @@ _CATEGORIES: tuple[tuple[str, _Finder, float], ...] = (
 )
 
 
+_BY_SHAPE = frozenset({"error", "decision"})  # facts that differ only in their numbers are one
+_FAMILIES = frozenset({"path", "identifier"})  # a big family of them lists FAMILY_MAX (big_families)
+
+
 def _dedupe_key(fact: str) -> str:
     return fact.removesuffix("()").lower()
 
@@ -462,12 +466,14 @@ def big_families(values: Iterable[str]) -> frozenset[str]:
     return frozenset(shape for shape, n in sizes.items() if n > FAMILY_BIG)
 
 
-def _candidates(text: str, finder: _Finder, cap: int, by_shape: bool) -> list[_Found]:
+def _candidates(text: str, finder: _Finder, cap: int, by_shape: bool, families: bool) -> list[_Found]:
     """Unique facts of one category, strongest then earliest first.
 
     With `by_shape`, facts that differ only in their numbers count as one (28 lint errors that differ
-    in the line number are one fact). Without it, of a big family (:func:`big_families`) only the
-    first FAMILY_MAX stay: they would fill every slot of their category with one thing said again.
+    in the line number are one fact). With `families` (paths and identifiers), of a big family
+    (:func:`big_families`) only the first FAMILY_MAX stay: 240 generated files would fill every slot
+    of their category with one thing said again. Numbers and URLs keep theirs: `#1234` and `#1250`
+    are two issues, not a family.
     """
     best: dict[str, _Found] = {}
     for found in finder(text, cap):
@@ -477,7 +483,7 @@ def _candidates(text: str, finder: _Finder, cap: int, by_shape: bool) -> list[_F
         if fact and (old is None or (found.rank, found.pos) < (old.rank, old.pos)):
             best[key] = _Found(found.rank, found.pos, fact)
     ranked = sorted(best.values())
-    if by_shape:
+    if not families:
         return ranked
     big = big_families(_dedupe_key(f.text) for f in ranked)
     seen: Counter[str] = Counter()
@@ -523,8 +529,8 @@ class FactPools:
         cap = 3 * most
         self._pools: list[list[_Found]] = (
             [
-                _candidates(text, finder, cap, name in ("error", "decision")) if name not in skip else []
-                for name, finder, _ in _CATEGORIES
+                _candidates(text, find, cap, name in _BY_SHAPE, name in _FAMILIES) if name not in skip else []
+                for name, find, _ in _CATEGORIES
             ]
             if most > 0 and text
             else []

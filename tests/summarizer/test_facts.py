@@ -203,3 +203,9 @@ def test_a_big_family_of_numbered_paths_leaves_room_for_the_others() -> None:
     assert sum(1 for f in facts if "src/gen/mod" in f) == 2
     assert any("src/net/port_parser.c" in f for f in facts)
     assert "docs/v1/api.md" in facts and "docs/v2/api.md" in facts
+
+
+def test_issue_numbers_are_no_family() -> None:
+    """`#1234` and `#1250` are two issues: numbers and URLs keep every slot they win."""
+    text = "fixes " + " ".join(f"#{1200 + 10 * i}" for i in range(8)) + "\n"
+    assert sum(1 for f in extract_facts(text, 40) if "#12" in f) == 8
