@@ -476,8 +476,11 @@ class FairScheduler:
         if self._line is None or len(self._jobs) < PASS_REUSE_MIN:
             await self._changed.wait()
             return
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation that
+        # comes as the event is set, and the worker then outlives close() (which waits for it)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), max(0.0, self._pass_due() - now))
+            async with asyncio.timeout(max(0.0, self._pass_due() - now)):
+                await self._changed.wait()
 
     def _may_start(self) -> bool:
         """A free deterministic lane (the job in the model lane and express jobs do not take one)."""
