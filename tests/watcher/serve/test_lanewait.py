@@ -7,8 +7,11 @@ The time a job may wait is what its agent's pace leaves beyond its own model job
 plans a model job's lead from the *typical* job's expected time, so a job that reads less than the
 typical one has time to spare: here the typical job is set to read what the model reads in
 TYPICAL_S at the rate the warm-up measured; the agent's region holds ~2 000 tokens for the model
-to read, under TYPICAL_S at any prefill rate over 100 tokens/s (170-400 on the 2-core machines
-this runs on), so its job has seconds to wait."""
+to read, half of TYPICAL_S at 200 tokens/s (170-400 on the 2-core machines this runs on), so its
+job has seconds to wait. A slower machine (CI once measured 100 tokens/s, where that job's own time
+was the whole lead and it waited a fraction of a second) stretches the test's clock: the typical
+job's seconds and the agent's pace grow by the same factor, so the lead in tokens (seconds x pace)
+and the contexts' sizes stay as they are, and the job's own time is again half the lead."""
 
 from __future__ import annotations
 
@@ -33,6 +36,13 @@ from watcher.serve.server import Server
 BUDGET = 16000  # high watermark 13 600, low 11 200 (reserve 0.15, low 0.7)
 TURN_S = 2.0  # the agent's pace
 TYPICAL_S = 20.0  # seconds of the typical model job: the look-ahead's lead, ~1 000 tokens at 100 a turn
+REGION_TOKENS = 2000  # about what the agent's job gives the model to read
+
+
+def _stretch(rate: float) -> float:
+    """The factor on the test's clock at a measured prefill rate: 1 where the agent's job reads its
+    region in at most half of TYPICAL_S, more on a slower machine (see the module's doc)."""
+    return max(1.0, 2 * REGION_TOKENS / (rate * TYPICAL_S))
 
 
 def _output(k: int, lines: int) -> str:
@@ -64,7 +74,8 @@ async def test_a_job_waits_for_the_busy_model_lane_and_gets_it(tmp_path: Path, m
             await warm_up(server.summarizer, server.jobs.cost)  # the model's cost measured: a wait is sized
             cost = server.jobs.cost
             assert cost.measured
-            typical = int(cost.rate * TYPICAL_S)  # see the module's doc
+            stretch = _stretch(cost.rate)  # see the module's doc
+            typical = int(cost.rate * TYPICAL_S * stretch)
             cost.warmed(typical, typical / cost.rate, engine_totals(engine.stats()))
             sched.submit("holder", release.wait)  # another job holds the model lane until released
             await wait_until(lambda: sched.model_busy, 5, "the holder takes the model lane")
@@ -75,7 +86,7 @@ async def test_a_job_waits_for_the_busy_model_lane_and_gets_it(tmp_path: Path, m
                 k = 13
                 while not sched.lane_waits:
                     assert link.context.tokens < link.high_watermark, "no job waited for the lane"
-                    await asyncio.sleep(TURN_S)
+                    await asyncio.sleep(TURN_S * stretch)
                     await link.append(*_turn(k, 3, count), wait=True)
                     k += 1
                     await asyncio.sleep(0.3)  # the job, if one started, is at the lane
