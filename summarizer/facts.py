@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from summarizer.compress.classify import setup_lines, step_spans
+from summarizer.compress.classify import ADVICE, setup_lines, step_spans
 from summarizer.compress.clean import stamp_free, uncoloured
 from summarizer.compress.jsondoc import decoded_payloads
 from summarizer.compress.markup import page_text
@@ -27,6 +27,7 @@ FAMILY_BIG, FAMILY_MAX = 6, 2  # of a family bigger than FAMILY_BIG (big_familie
 _SENTENCE_REACH = 240  # how far a sentence may extend either side of its marker word
 _WINDOW_HEAD = 64_000
 _WINDOW_TAIL = 32_000
+_ADVICE_LINES = re.compile(f"^(?:{ADVICE.pattern}).*$", re.M)
 
 
 @dataclass(frozen=True, order=True)
@@ -48,6 +49,8 @@ def fact_source(text: str) -> str:
     if is_page(env.body):
         return env.prefix + page_text(env.body) + env.suffix
     text = uncoloured("\n".join(decoded_payloads(env.body)) or text)
+    if "[ERROR]" in text or "ERR!" in text:  # a runner's advice is no source: its paths, its help URLs
+        text = _ADVICE_LINES.sub("", text)
     if "##[group]Run " not in text:
         return text
     raw = text.split("\n")
@@ -96,6 +99,8 @@ def _error_fact(line: str) -> tuple[int, str] | None:
         s = s[m.end() :]
     if len(s) > 2000:
         s = s[:2000]
+    if ADVICE.match(s):
+        return None  # "[ERROR] Re-run Maven using the -X switch": no fact of the failure
     if _EXCEPTION_LINE.fullmatch(s) or _ERROR_PREFIX.fullmatch(s):
         return 0, s
     if "error: " in s or "fatal: " in s:

@@ -10,6 +10,10 @@ Works on clean lines (summarizer.compress.clean). A line is:
   when the test's name says "error";
 * a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
   Warnings are neither: a failing log is full of them and they are rarely why it failed.
+* *advice* (neither) when a runner's error line only says how to learn more: Maven's `[ERROR] Re-run
+  Maven using the -X switch`, `[ERROR] [Help 1] https://...`, an `[ERROR]` with nothing after it,
+  npm's `A complete log of this run can be found in`. Maven ends every failed build with such lines;
+  shown as failures, they took the room of the errors they follow.
 
 Scanning runs over the whole text at once (one regex pass per class, line numbers by bisection), so
 a megabyte of log costs tens of milliseconds.
@@ -63,6 +67,17 @@ _FAILURE_ANY: Final = tuple(
         ("no tests found", r"No tests found"),
     )
 )
+# a runner's advice after a failure (how to see more, where help is, how to resume): tried with .match
+ADVICE: Final = re.compile(
+    r"[ \t]*(?:\[(?:ERROR|FATAL)\]|npm ERR!)[ \t]*(?:$"
+    r"|(?:To see the full stack trace of the errors, )?[Rr]e-?run \S+ (?:with|using) (?:the )?-\w+ "
+    r"(?:switch|option)"
+    r"|For more information about the errors and possible solutions"
+    r"|(?:-> )?\[Help \d+\](?: https?://\S+)?$"
+    r"|After correcting the problems, you can resume the build|Please refer to "
+    r"|A complete log of this run can be found in"
+    r")"
+)
 _MENTION: Final = re.compile(
     r"(?i:\b(?:errors?|exception|traceback|fatal|critical|fail(?:ed|ure|ing)?|panic|denied|refused"
     r"|abort(?:ed)?|timed out|timeout|killed|invalid|cannot|could not|unable)\b)",
@@ -102,6 +117,7 @@ class Lines:
     failure: list[bool]
     mention: list[bool]
     passing: list[bool]
+    advice: list[bool]  # a runner's advice after a failure (ADVICE): no part of the log's ending
 
 
 _HINTS: Final = (  # looked for in the lower-cased text: lines without any of these are neither class
@@ -137,6 +153,7 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     mention = [False] * n
     passing = [False] * n
     hinted = [False] * n
+    advice = [False] * n
     found = _candidates(clean_text)
     if len(found) > 2 * _CLASSIFIED_MAX:  # bounded work: the middle ones only count as mentions
         for i in found[_CLASSIFIED_MAX:-_CLASSIFIED_MAX]:
@@ -145,6 +162,9 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     for i in found:
         hinted[i] = True
         line = clean[i][:_SCAN_CHARS]
+        if ADVICE.match(line):
+            advice[i] = True  # "[ERROR] Re-run Maven using the -X switch": neither a failure nor a mention
+            continue
         mention[i] = _MENTION.search(_ZERO.sub("", line) if _ZERO.search(line) else line) is not None
         passing[i] = _PASS.search(line) is not None and not CI_ERROR.match(line)
         if passing[i] or not _is_failure(line):
@@ -156,7 +176,7 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     shown = clean
     if any("\r" in ln for ln in raw):
         shown = [stamp_free(uncoloured(r)) if "\r" in r[:-1] else c for r, c in zip(raw, clean, strict=True)]
-    return Lines(raw, clean, clean_text, shown, hinted, failure, mention, passing)
+    return Lines(raw, clean, clean_text, shown, hinted, failure, mention, passing, advice)
 
 
 def step_spans(clean: Sequence[str]) -> list[tuple[int, int]]:

@@ -209,7 +209,7 @@ def _mark_outline(lines: Lines, t: _Tiers, setup: set[int], ci_failed: bool) -> 
     """The log's end (unless a failing CI step already gave the verdict: after it come only the
     runner's post-job steps), its first lines, step headers and lines mentioning errors."""
     nonempty = [i for i, ln in enumerate(lines.clean) if ln.strip()]
-    end = [] if ci_failed else nonempty
+    end = [] if ci_failed else [i for i in nonempty if not lines.advice[i]]
     for i in end[-1:]:
         t.mark(i, 0)
     for i in end[-3:]:
@@ -238,6 +238,9 @@ def plan(lines: Lines, extra: Iterable[tuple[int, int]] = ()) -> _Tiers:
     setup, ci_failed = _mark_ci(lines, t)
     _mark_failures(lines, t)
     _mark_outline(lines, t, setup, ci_failed)
+    for i, advice in enumerate(lines.advice):
+        if advice:  # "[ERROR] Re-run Maven using the -X switch": not a failure's context either
+            t.tier[i] = NEVER
     return t
 
 

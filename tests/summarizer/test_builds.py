@@ -1,7 +1,8 @@
 """What a digest at 1/8 keeps of real failing builds (tests/fixtures/builds.py): the failing tests'
 names, their messages and locations, the verdict; of a generated family of names (`adds_017`,
-`mod017.c`), the key facts and the names line carry two, not the room of everything else. Every
-line of the digest outside its frame quotes the run's output (summarizer.frame)."""
+`mod017.c`), the key facts and the names line carry two, not the room of everything else; none of
+the runner's advice (Maven's `Re-run Maven using the -X switch`). Every line of the digest outside
+its frame quotes the run's output (summarizer.frame)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ import pytest
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import FACTS_LABEL, unquoted
 from summarizer.layout import NAMES_LABEL
-from tests.fixtures.builds import cargo_test, make_gcc, node_tap
+from tests.fixtures.builds import cargo_test, make_gcc, maven_javac, maven_surefire, node_tap
 
+ADVICE = ("Re-run Maven using the -X switch", "[Help 1] http", "re-run Maven with the -e switch")
 CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
     # run, what the digest must show, a family of generated names
     "node --test": (
@@ -52,6 +54,31 @@ CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
         ),
         r"mod\d+\.c",
     ),
+    "mvn --fail-at-end test": (  # the failing module's results are in the middle, its verdict first
+        maven_surefire,
+        (
+            "[test run: Tests run: 123, Failures: 2, Errors: 1",  # not the next module's clean run
+            "LedgerTest.roundsTheTotal:6 totals must round up",
+            "LedgerTest.parsesTheDefaultPort:8 bad port 80800",
+            "LedgerTest.readsTheConfig:10 NullPointer",
+            "on project core: There are test failures",
+            "BUILD FAILURE",
+        ),
+        r"Mod\d+Test",
+    ),
+    "mvn compile (javac)": (
+        maven_javac,
+        (
+            "Mod080.java:[3,34] cannot find symbol",
+            "Mod081.java:[3,41] cannot find symbol",
+            "class Point",
+            "undeclaredTotal",
+            "missingHelper",
+            "COMPILATION ERROR",
+            "BUILD FAILURE",
+        ),
+        r"Mod\d+\.java",
+    ),
 }
 
 
@@ -67,6 +94,7 @@ async def test_a_failing_build_keeps_its_failures_and_two_of_a_family(tmp_path: 
     assert digest.tokens <= item.tokens // 8
     missing = [s for s in signals if s not in digest.text]
     assert missing == [], digest.text
+    assert [a for a in ADVICE if a in digest.text] == [], digest.text
     lines = digest.text.split("\n")
     listed = " ".join(ln for ln in lines if ln.startswith((FACTS_LABEL, NAMES_LABEL)))
     assert len(re.findall(family, listed)) <= 2, listed
