@@ -5,7 +5,8 @@ Works on clean lines (summarizer.compress.clean). A line is:
 * a *failure* line when its structure says so: `##[error]`, `error[E0308]:`, `path:12:3: error`,
   `FAILED test`, `--- FAIL:`, `● suite › test`, `npm ERR!`, `make: ***`, `BUILD FAILED`, `Caused by:`,
   `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, a TAP `not ok 3 - name` (node --test,
-  prove, bats), ...;
+  prove, bats), `CMake Error at CMakeLists.txt:3`, a linter's `x.py:1:8: F401 ...` or `  3:7  error  ...`
+  (flake8, ruff, pylint, eslint), ...;
 * a *pass* line when it reports a passing test (`PASSED`, `ok`, `✓`, `[  OK  ]`): never a failure, even
   when the test's name says "error";
 * a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
@@ -22,6 +23,7 @@ a megabyte of log costs tens of milliseconds.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -37,13 +39,25 @@ _FAILURE_START: Final = re.compile(
     r"|Traceback \(most recent call last\)|(?:[\w.$]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault)\b[:!]?"
     r"|thread '[^']*'(?: \(\d+\))? panicked|error(?:\[E\d+\]|\s+TS\d+)?:|fatal:|FAILURE:|BUILD FAIL)"
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
+    r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2}\S"  # eslint's stylish format: `  3:7  error  'x' is ...`
 )
+# a linter's diagnostic, which need hold no error word: `x.py:1:8: F401 ...` (flake8, ruff's concise
+# format, pylint's `C0114:`: a path, then this), and ruff's full format: the rule code first
+# (_LINT_RULE), ` --> x.py:1:8` on the next line (_LINT_LOCATION)
+_LINT_AT: Final = re.compile(r":\d+:\d+:? [A-Z]{1,3}\d{3,4}\b")
+_LINT_PATH: Final = re.compile(r"[^\s:]+")
+_LINT_RULE: Final = re.compile(r"[A-Z]{1,3}\d{3,4} ")
+_LINT_LOCATION: Final = re.compile(r" ?--> [^\s:]+:\d+:\d+$", re.M)
 # failures anywhere in a line, each behind a word its lower-cased line must hold (cheap `in` tests first:
 # one big alternation would be tried at every character)
 _FAILURE_ANY: Final = tuple(
     (key, re.compile(pattern))
     for key, pattern in (
-        ("err", r"(?:error|Error|ERROR)(?:\[E\d+\]| TS\d+)?: |npm ERR!|AssertionError|[1-9]\d* errors?\b"),
+        (
+            "err",
+            r"(?:error|Error|ERROR)(?:\[E\d+\]| TS\d+)?: |npm ERR!|AssertionError|[1-9]\d* errors?\b"
+            r"|\bError at [^\s:]+:\d+|Configuring incomplete, errors occurred",  # CMake's
+        ),
         ("fatal", r"(?:fatal|FATAL): "),
         ("***", r"make(?:\[\d+\])?: \*\*\*"),
         ("panicked", r"panicked at"),
@@ -139,6 +153,28 @@ def _candidates(text: str) -> list[int]:
     return sorted(found | ({0} if low.startswith("e  ") else set()))
 
 
+def _lint_lines(text: str) -> list[int]:
+    """Lines of `text` that are a linter's diagnostics. Literal-led searches, each candidate's line
+    checked after: a regex anchored at every line start costs five times as much on a big log."""
+    found: list[int] = []
+    for m in _LINT_AT.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if _LINT_PATH.fullmatch(text, start, m.start()):
+            found.append(start)
+    pos = text.find("-->")
+    while pos >= 0:
+        start = text.rfind("\n", 0, pos) + 1
+        if start > 0 and _LINT_LOCATION.match(text, start):
+            rule = text.rfind("\n", 0, start - 1) + 1
+            if _LINT_RULE.match(text, rule):
+                found.append(rule)
+        pos = text.find("-->", pos + 3)
+    if not found:
+        return []
+    starts = line_starts(text.split("\n"))
+    return [bisect_right(starts, pos) - 1 for pos in found]
+
+
 def _is_failure(line: str) -> bool:
     if _FAILURE_START.match(line):
         return True
@@ -171,6 +207,9 @@ def classify(raw: list[str], clean_text: str) -> Lines:
             continue  # "test_error_handling PASSED": a pass, whatever its name says
         if not (_ZERO.search(line) and not _is_failure(_ZERO.sub("", line))):
             failure[i] = True  # (not "Failures: 0, Errors: 0")
+    for i in _lint_lines(clean_text):
+        if not passing[i]:
+            hinted[i] = failure[i] = True
     # what a line shows is its clean form (clean.clean_text: no colours, no leading stamps), but for
     # carriage returns inside it, which cleaning turns into spaces: such a line keeps them
     shown = clean

@@ -15,7 +15,15 @@ import pytest
 from summarizer.digest import Item, Summarizer
 from summarizer.frame import FACTS_LABEL, unquoted
 from summarizer.layout import NAMES_LABEL
-from tests.fixtures.builds import cargo_test, make_gcc, maven_javac, maven_surefire, node_tap
+from tests.fixtures.builds import (
+    cargo_test,
+    cmake_configure,
+    make_gcc,
+    maven_javac,
+    maven_surefire,
+    node_tap,
+    ruff_check,
+)
 
 ADVICE = ("Re-run Maven using the -X switch", "[Help 1] http", "re-run Maven with the -e switch")
 CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
@@ -78,6 +86,26 @@ CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
             "BUILD FAILURE",
         ),
         r"Mod\d+\.java",
+    ),
+    "ruff check (full format)": (  # its diagnostics hold no error word
+        ruff_check,
+        (
+            "F401 [*] `os` imported but unused",
+            "--> mod080.py:1:8",
+            "F821 Undefined name `undefined_total`",
+            "--> mod080.py:5:16",
+            "Found 2 errors.",
+        ),
+        r"mod\d+\.py",
+    ),
+    "cmake configure": (
+        cmake_configure,
+        (
+            "CMake Error at CMakeLists.txt:304 (find_package):",
+            '"LedgerCrypto", but CMake did not find one.',
+            "Configuring incomplete, errors occurred!",
+        ),
+        r"mod\d+",
     ),
 }
 

@@ -214,8 +214,20 @@ PYTEST_BLOCK = [
           "make: *** [Makefile:31: test] Error 1"],
          ["TypeError: Cannot read properties of undefined", "/home/ci/web/src/list.js:14:22",
           "npm ERR! code ELIFECYCLE", "make: *** [Makefile:31: test] Error 1"]),
+        (["/home/ci/web/src/cart.js",
+          "  12:5  error  'unused' is defined but never used  no-unused-vars",
+          "  30:1  error  Expected indentation of 2 spaces but found 4  indent",
+          "✖ 2 problems (2 errors, 0 warnings)",
+          "app/models.py:14:1: F401 'os' imported but unused",
+          "app/views.py:3:0: C0114: Missing module docstring (missing-module-docstring)",
+          "CMake Error at cmake/deps.cmake:41 (message):", "  zlib >= 1.3 is required",
+          "-- Configuring incomplete, errors occurred!"],
+         ["12:5  error  'unused' is defined but never used", "30:1  error  Expected indentation",
+          "app/models.py:14:1: F401 'os' imported but unused", "app/views.py:3:0: C0114",
+          "CMake Error at cmake/deps.cmake:41 (message):", "zlib >= 1.3 is required"]),
     ],
-    ids=["pytest", "jest", "rustc", "go", "tsc-mypy-eslint", "gradle", "python-traceback", "node-npm-make"],
+    ids=["pytest", "jest", "rustc", "go", "tsc-mypy-eslint", "gradle", "python-traceback", "node-npm-make",
+         "eslint-flake8-pylint-cmake"],
 )  # fmt: skip
 @pytest.mark.parametrize("in_ci", [False, True], ids=["plain", "github-actions"])
 def test_failure_blocks_of_each_tool_are_kept(block: list[str], needles: list[str], in_ci: bool) -> None:
@@ -304,3 +316,31 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         "at 2025-02-03T04:10:00Z a stamp inside the line stays",
     ]
     assert all(seen_line in "\n".join(ANSI.sub("", r) for r in raw) for seen_line in lines.shown)
+
+
+@pytest.mark.parametrize(
+    ("line", "failure"),
+    [
+        ("  12:5  error  'unused' is defined but never used  no-unused-vars", True),  # eslint
+        ("app/models.py:14:1: F401 'os' imported but unused", True),  # flake8, ruff --output-format concise
+        ("app/views.py:3:0: C0114: Missing module docstring (missing-module-docstring)", True),  # pylint
+        ("CMake Error at cmake/deps.cmake:41 (message):", True),
+        ("-- Configuring incomplete, errors occurred!", True),
+        ("An error occurred while minifying. The result will not be minified.", False),
+        ("[ERROR] Re-run Maven using the -X switch to enable full debug logging.", False),
+        ("[ERROR] To see the full stack trace of the errors, re-run Maven with the -e switch.", False),
+        ("[ERROR] [Help 1] http://cwiki.apache.org/confluence/display/MAVEN/MojoFailureException", False),
+        ("[ERROR] ", False),
+        ("npm ERR! A complete log of this run can be found in:", False),
+        ("[ERROR] Failed to execute goal org.apache.maven.plugins:maven-surefire-plugin:3.2.5:test", True),
+    ],
+)
+def test_a_line_is_a_failure_by_its_structure_and_a_runner_s_advice_is_not(line: str, failure: bool) -> None:
+    lines = classify([line], line)
+    assert lines.failure[0] is failure
+    assert lines.advice[0] is (line.startswith(("[ERROR]", "npm ERR!")) and not failure)
+
+
+def test_ruff_s_full_format_is_a_failure_by_its_code_and_location() -> None:
+    text = "F401 [*] `os` imported but unused\n --> app/models.py:1:8\n  |\n1 | import os\nFound 1 error."
+    assert classify(text.split("\n"), text).failure == [True, False, False, False, True]
