@@ -15,7 +15,10 @@ the digest's names line showed, and the line's size against its share of the dig
 (summarizer.layout.names_share).
 
 .venv/bin/python bench/nfr_offline.py [--canaries bench/canaries.txt] [--seed 1] [--explain] \
-    [--strategy optimistic|recency] [--lookahead-tokens N] [--evidence-sigmas S] TRAJECTORY ...
+    [--strategy optimistic|recency] [--lookahead-tokens N] [--evidence-sigmas S] [--model] TRAJECTORY ...
+
+``--model`` digests each region with the real model at the defaults (q4_0), scoring every time (no
+deadline, no lane): what the model's digests keep when time is no object (minutes, not seconds).
 
 ``--lookahead-tokens`` plans that much before the high watermark (capped as the daemon caps it: a
 large value plans as early as the daemon with a model); ``--evidence-sigmas`` sets
@@ -146,9 +149,10 @@ def main() -> None:
     ap.add_argument("--lookahead-tokens", type=int, default=0)
     ap.add_argument("--evidence-sigmas", type=float, default=ScoreParams().evidence_sigmas)
     ap.add_argument("--explain", action="store_true", help="say where each lost identifier was")
+    ap.add_argument("--model", action="store_true", help="digest with the model too (q4_0, no deadline)")
     args = ap.parse_args()
     count = token_counter(True)
-    summ = Summarizer(None, count=count)
+    summ = model_summarizer(count) if args.model else Summarizer(None, count=count)
     marks = default_marks()
     sentences = load_canaries(args.canaries) if args.canaries else []
     needed = kept = regretted = compacted = 0
