@@ -5,8 +5,8 @@ Works on clean lines (summarizer.compress.clean). A line is:
 * a *failure* line when its structure says so: `##[error]`, `error[E0308]:`, `path:12:3: error`,
   `FAILED test`, `--- FAIL:`, `● suite › test`, `npm ERR!`, `make: ***`, `BUILD FAILED`, `Caused by:`,
   `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, a TAP `not ok 3 - name` (node --test,
-  prove, bats), `CMake Error at CMakeLists.txt:3`, a linter's `x.py:1:8: F401 ...` or `  3:7  error  ...`
-  (flake8, ruff, pylint, eslint), ...;
+  prove, bats), a linker's `undefined reference to 'f'`, `CMake Error at CMakeLists.txt:3`, a
+  linter's `x.py:1:8: F401 ...` or `  3:7  error  ...` (flake8, ruff, pylint, eslint), ...;
 * a *pass* line when it reports a passing test (`PASSED`, `ok`, `✓`, `[  OK  ]`): never a failure, even
   when the test's name says "error";
 * a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
@@ -73,6 +73,9 @@ _FAILURE_ANY: Final = tuple(
         ),
         ("....", r"\.{4,} *(?:ERROR|Error) *$"),
         ("denied", r"(?:Permission|permission|Access|access) denied"),
+        ("undefined", r"undefined reference to [`']|Undefined symbols for architecture"),  # the linker's
+        ("multiple definition", r"multiple definition of [`']"),
+        ("unresolved external", r"unresolved external symbol"),
         ("not accessible", r"not accessible"),
         ("http ", r"HTTP [45]\d\d\b"),
         ("command not found", r"command not found"),
@@ -139,6 +142,7 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "caused by", "goroutine", "fault", "http 4", "http 5", "not accessible", "not found", "no such file",
     "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable", "not ok",
+    "undefined reference", "undefined symbols", "multiple definition", "unresolved external",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

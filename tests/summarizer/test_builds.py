@@ -19,6 +19,7 @@ from tests.fixtures.builds import (
     cargo_test,
     cmake_configure,
     make_gcc,
+    make_link,
     maven_javac,
     maven_surefire,
     node_tap,
@@ -61,6 +62,20 @@ CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
             "make: *** [Makefile",
         ),
         r"mod\d+\.c",
+    ),
+    "make (link)": (  # the linker's lines hold no error word
+        make_link,
+        (
+            "undefined reference to `ledger_close'",
+            "undefined reference to `ledger_total'",
+            "undefined reference to `post_batch'",
+            "undefined reference to `post_entry'",
+            "undefined reference to `audit_flush'",
+            "undefined reference to `audit_trail'",
+            "collect2: error: ld returned 1 exit status",
+            "make: *** [Makefile:5: app] Error 1",
+        ),
+        r"chk\d+",
     ),
     "mvn --fail-at-end test": (  # the failing module's results are in the middle, its verdict first
         maven_surefire,
