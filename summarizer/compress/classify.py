@@ -3,10 +3,12 @@
 Works on clean lines (summarizer.compress.clean). A line is:
 
 * a *failure* line when its structure says so: `##[error]`, `error[E0308]:`, `path:12:3: error`,
-  `FAILED test`, `--- FAIL:`, `● suite › test`, `npm ERR!`, `make: ***`, `BUILD FAILED`, `Caused by:`,
-  `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, a TAP `not ok 3 - name` (node --test,
-  prove, bats), a linker's `undefined reference to 'f'`, `CMake Error at CMakeLists.txt:3`, a
-  linter's `x.py:1:8: F401 ...` or `  3:7  error  ...` (flake8, ruff, pylint, eslint), ...;
+  `FAILED test`, `--- FAIL:`, `● suite › test`, `npm ERR!` (npm 10's `npm error`), `make: ***`,
+  `BUILD FAILED`, `Caused by:`, `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, a TAP
+  `not ok 3 - name` (node --test, prove, bats), a linker's `undefined reference to 'f'`, `CMake
+  Error at CMakeLists.txt:3`, a linter's `x.py:1:8: F401 ...` or `  3:7  error  ...` (flake8, ruff,
+  pylint, eslint), a formatter's `would reformat x.py`, `2 files would be reformatted` (black, ruff
+  format), ...;
 * a *pass* line when it reports a passing test (`PASSED`, `ok`, `✓`, `[  OK  ]`): never a failure, even
   when the test's name says "error";
 * a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
@@ -55,8 +57,8 @@ _FAILURE_ANY: Final = tuple(
     for key, pattern in (
         (
             "err",
-            r"(?:error|Error|ERROR)(?:\[E\d+\]| TS\d+)?: |npm ERR!|AssertionError|[1-9]\d* errors?\b"
-            r"|\bError at [^\s:]+:\d+|Configuring incomplete, errors occurred",  # CMake's
+            r"(?:error|Error|ERROR)(?:\[E\d+\]| TS\d+)?: |npm (?:ERR!|error )|AssertionError"
+            r"|[1-9]\d* errors?\b|\bError at [^\s:]+:\d+|Configuring incomplete, errors occurred",  # CMake's
         ),
         ("fatal", r"(?:fatal|FATAL): "),
         ("***", r"make(?:\[\d+\])?: \*\*\*"),
@@ -76,6 +78,8 @@ _FAILURE_ANY: Final = tuple(
         ("undefined", r"undefined reference to [`']|Undefined symbols for architecture"),  # the linker's
         ("multiple definition", r"multiple definition of [`']"),
         ("unresolved external", r"unresolved external symbol"),
+        ("reformat", r"^(?:[Ww]ould reformat:? \S|unformatted: )|[1-9]\d* files? would be reformatted"),
+        ("code style issues", r"Code style issues found"),  # prettier --check
         ("not accessible", r"not accessible"),
         ("http ", r"HTTP [45]\d\d\b"),
         ("command not found", r"command not found"),
@@ -86,13 +90,13 @@ _FAILURE_ANY: Final = tuple(
 )
 # a runner's advice after a failure (how to see more, where help is, how to resume): tried with .match
 ADVICE: Final = re.compile(
-    r"[ \t]*(?:\[(?:ERROR|FATAL)\]|npm ERR!)[ \t]*(?:$"
+    r"[ \t]*(?:\[(?:ERROR|FATAL)\]|npm ERR!|npm error)[ \t]*(?:$"
     r"|(?:To see the full stack trace of the errors, )?[Rr]e-?run \S+ (?:with|using) (?:the )?-\w+ "
     r"(?:switch|option)"
     r"|For more information about the errors and possible solutions"
     r"|(?:-> )?\[Help \d+\](?: https?://\S+)?$"
     r"|After correcting the problems, you can resume the build|Please refer to "
-    r"|A complete log of this run can be found in"
+    r"|A complete log of this run can be found in|To see a list of scripts, run:|Run \"npm help"
     r")"
 )
 _MENTION: Final = re.compile(
@@ -143,6 +147,7 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable", "not ok",
     "undefined reference", "undefined symbols", "multiple definition", "unresolved external",
+    "reformat", "code style issues",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

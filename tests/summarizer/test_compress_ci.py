@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
 from summarizer.compress import Renderer, binary_like, compress
 from summarizer.compress.classify import classify
 from summarizer.compress.clean import clean_text
+from tests.fixtures.builds import npm_errors, ruff_format_check
 
 REF = "a7#s3"
 MARKER = re.compile(r"\[… \d+ chars omitted; recall a7#s3\]")
@@ -332,15 +334,43 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("[ERROR] [Help 1] http://cwiki.apache.org/confluence/display/MAVEN/MojoFailureException", False),
         ("[ERROR] ", False),
         ("npm ERR! A complete log of this run can be found in:", False),
+        ("npm error code ERESOLVE", True),  # npm 10 and later
+        ("npm error 404 Not Found - GET https://registry.npmjs.org/left-padd - Not found", True),
+        ("npm error", False),
+        ("npm error A complete log of this run can be found in: /root/.npm/_logs/x-debug-0.log", False),
+        ("would reformat src/app/models.py", True),  # black --check
+        ("1 file would be reformatted, 12 files would be left unchanged.", True),
+        ("14 files would be left unchanged.", False),
+        ("Would reformat: src/app/models.py", True),  # ruff format --check
+        ("[warn] Code style issues found in 2 files. Run Prettier with --write to fix.", True),
         ("[ERROR] Failed to execute goal org.apache.maven.plugins:maven-surefire-plugin:3.2.5:test", True),
     ],
 )
 def test_a_line_is_a_failure_by_its_structure_and_a_runner_s_advice_is_not(line: str, failure: bool) -> None:
     lines = classify([line], line)
     assert lines.failure[0] is failure
-    assert lines.advice[0] is (line.startswith(("[ERROR]", "npm ERR!")) and not failure)
+    assert lines.advice[0] is (line.startswith(("[ERROR]", "npm ERR!", "npm error")) and not failure)
 
 
 def test_ruff_s_full_format_is_a_failure_by_its_code_and_location() -> None:
     text = "F401 [*] `os` imported but unused\n --> app/models.py:1:8\n  |\n1 | import os\nFound 1 error."
     assert classify(text.split("\n"), text).failure == [True, False, False, False, True]
+
+
+def test_npm_s_own_errors_are_failures_and_its_pointers_are_advice(tmp_path: Path) -> None:
+    text = npm_errors(tmp_path)  # a real npm: `npm run lint` with no such script, `npm ci` with no lockfile
+    lines = classify(text.split("\n"), text)
+    failing = [ln for ln, f in zip(lines.clean, lines.failure, strict=True) if f]
+    assert 'npm error Missing script: "lint"' in failing, text
+    assert "npm error code EUSAGE" in failing, text
+    advice = [ln for ln, a in zip(lines.clean, lines.advice, strict=True) if a]
+    assert any("A complete log of this run can be found in" in ln for ln in advice), text
+    assert not any(f and "A complete log" in ln for ln, f in zip(lines.clean, lines.failure, strict=True))
+
+
+def test_a_formatter_s_check_is_a_failure(tmp_path: Path) -> None:
+    text = ruff_format_check(tmp_path)  # a real `ruff format --check`
+    lines = classify(text.split("\n"), text)
+    failing = [ln for ln, f in zip(lines.clean, lines.failure, strict=True) if f]
+    assert "3 files would be reformatted" in failing, text
+    assert sum(ln.startswith("unformatted: ") for ln in failing) == 3, text

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from summarizer.digest import Item, Summarizer
@@ -22,7 +23,7 @@ from watcher.eval.replay import token_counter
 ROOT = Path("/tmp/shared/cilogbench")  # ../shared/cilogbench, linked where the bench scripts read it
 
 
-async def main() -> None:
+async def main() -> list[dict[str, object]]:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", action="store_true")
     ap.add_argument("--divisors", default="8,10,16,32,64")
@@ -31,8 +32,6 @@ async def main() -> None:
     count = token_counter(True)
     methods: dict[str, Summarizer] = {"digest": Summarizer(None, count=count)}
     if args.model:
-        import sys
-
         sys.path.insert(0, "bench")
         from nfr_offline import model_summarizer
 
@@ -57,10 +56,13 @@ async def main() -> None:
             rec = [r["recall"] for r in rs]
             below = sum(1 for x in rec if x < 1)
             toks = sum(r["tokens"] for r in rs)
-            print(f"{name:12} {div:4d}   {statistics.mean(rec):.3f}        {min(rec):.3f}  {toks:9d}    {below}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+            print(
+                f"{name:12} {div:4d}   {statistics.mean(rec):.3f}        {min(rec):.3f}  {toks:9d}    {below}"
+            )
+    return rows
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    out = asyncio.run(main())
+    if "--json" in sys.argv:
+        Path(sys.argv[sys.argv.index("--json") + 1]).write_text(json.dumps(out, indent=1))
