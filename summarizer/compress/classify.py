@@ -7,8 +7,8 @@ Works on clean lines (summarizer.compress.clean). A line is:
   `BUILD FAILED`, `Caused by:`, `SomeError: message`, `panicked at`, `exit code 2`, `3 failed`, a TAP
   `not ok 3 - name` (node --test, prove, bats), a linker's `undefined reference to 'f'`, `CMake
   Error at CMakeLists.txt:3`, a linter's `x.py:1:8: F401 ...` or `  3:7  error  ...` (flake8, ruff,
-  pylint, eslint), a formatter's `would reformat x.py`, `2 files would be reformatted` (black, ruff
-  format), ...;
+  pylint, eslint), Go's `./x.go:5:2: undefined: f`, Kotlin's `e: App.kt: ...`, a formatter's `would
+  reformat x.py`, `2 files would be reformatted` (black, ruff format), ...;
 * a *pass* line when it reports a passing test (`PASSED`, `ok`, `✓`, `[  OK  ]`): never a failure, even
   when the test's name says "error";
 * a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
@@ -43,10 +43,11 @@ _FAILURE_START: Final = re.compile(
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
     r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2}\S"  # eslint's stylish format: `  3:7  error  'x' is ...`
 )
-# a linter's diagnostic, which need hold no error word: `x.py:1:8: F401 ...` (flake8, ruff's concise
-# format, pylint's `C0114:`: a path, then this), and ruff's full format: the rule code first
-# (_LINT_RULE), ` --> x.py:1:8` on the next line (_LINT_LOCATION)
-_LINT_AT: Final = re.compile(r":\d+:\d+:? [A-Z]{1,3}\d{3,4}\b")
+# a linter's or compiler's diagnostic, which need hold no error word: `x.py:1:8: F401 ...` (flake8,
+# ruff's concise format, pylint's `C0114:`: a path, then this); Go's `./x.go:5:2: undefined: f` (its
+# compiler and vet write no word of the kind, and no warnings); ruff's full format: the rule code
+# first (_LINT_RULE), ` --> x.py:1:8` on the next line (_LINT_LOCATION); Kotlin's `e: File.kt...`
+_LINT_AT: Final = re.compile(r":\d+:\d+(?::? [A-Z]{1,3}\d{3,4}\b|:( )\S)")  # group 1: a Go file's, below
 _LINT_PATH: Final = re.compile(r"[^\s:]+")
 _LINT_RULE: Final = re.compile(r"[A-Z]{1,3}\d{3,4} ")
 _LINT_LOCATION: Final = re.compile(r" ?--> [^\s:]+:\d+:\d+$", re.M)
@@ -168,8 +169,15 @@ def _lint_lines(text: str) -> list[int]:
     found: list[int] = []
     for m in _LINT_AT.finditer(text):
         start = text.rfind("\n", 0, m.start()) + 1
-        if _LINT_PATH.fullmatch(text, start, m.start()):
+        go = m.group(1) is not None  # `path:1:2: message`: a diagnostic only in a Go file
+        if _LINT_PATH.fullmatch(text, start, m.start()) and (
+            not go or text.endswith(".go", start, m.start())
+        ):
             found.append(start)
+    pos = 0 if text.startswith("e: ") else text.find("\ne: ")
+    while pos >= 0:  # Kotlin's compiler: `e: /src/App.kt: (12, 5): Unresolved reference: foo`
+        found.append(pos if pos == 0 else pos + 1)
+        pos = text.find("\ne: ", pos + 1)
     pos = text.find("-->")
     while pos >= 0:
         start = text.rfind("\n", 0, pos) + 1

@@ -338,6 +338,11 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("npm error 404 Not Found - GET https://registry.npmjs.org/left-padd - Not found", True),
         ("npm error", False),
         ("npm error A complete log of this run can be found in: /root/.npm/_logs/x-debug-0.log", False),
+        ("./internal/ledger/post.go:41:9: undefined: postBatch", True),  # go build, go vet
+        ("internal/ledger/post.go:12:2: \"os\" imported and not used", True),
+        ("src/app/models.py:41:9: something a tool said", False),  # not Go, no rule code, no error word
+        ("e: file:///src/main/kotlin/App.kt:12:5 Unresolved reference 'foo'.", True),  # kotlinc
+        ("w: file:///src/main/kotlin/App.kt:3:1 Parameter 'x' is never used", False),
         ("would reformat src/app/models.py", True),  # black --check
         ("1 file would be reformatted, 12 files would be left unchanged.", True),
         ("14 files would be left unchanged.", False),
