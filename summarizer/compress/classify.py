@@ -39,7 +39,9 @@ _FAILURE_START: Final = re.compile(
     r"|E {2,}\S|--- FAIL\b|={1,3} FAIL\b|[✕✗✖×●❌]\s|>{3} |Caused by:|Exception in thread |panic: "
     r"|goroutine \d+ \[|not ok\b(?= \d| -|\s*$)"
     r"|Traceback \(most recent call last\)|(?:[\w.$]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault)\b[:!]?"
-    r"|thread '[^']*'(?: \(\d+\))? panicked|error(?:\[E\d+\]|\s+TS\d+)?:|fatal:|FAILURE:|BUILD FAIL)"
+    r"|thread '[^']*'(?: \(\d+\))? panicked|error(?:\[E\d+\]|\s+TS\d+)?:|fatal:|FAILURE:|B(?:UILD|uild) FAIL"
+    # PHPUnit's verdict; dotnet test's failed test (`  Failed Ns.Test [12 ms]`) and verdict
+    r"|(?:FAILURES|ERRORS)!|Failed \S+ \[|Failed! +- Failed:)"
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
     r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2}\S"  # eslint's stylish format: `  3:7  error  'x' is ...`
 )
@@ -58,8 +60,10 @@ _FAILURE_ANY: Final = tuple(
     for key, pattern in (
         (
             "err",
-            r"(?:error|Error|ERROR)(?:\[E\d+\]| TS\d+)?: |npm (?:ERR!|error )|AssertionError"
-            r"|[1-9]\d* errors?\b|\bError at [^\s:]+:\d+|Configuring incomplete, errors occurred",  # CMake's
+            r"(?:error|Error|ERROR)(?:\[E\d+\]| [A-Z]{1,4}\d{3,5})?: |npm (?:ERR!|error )|AssertionError"
+            # `error CS0103:` (MSBuild's codes), MSBuild's `1 Error(s)`, CMake's `CMake Error at x:3`
+            r"|[1-9]\d* (?:errors?\b|Error\(s\))|\bError at [^\s:]+:\d+"
+            r"|Configuring incomplete, errors occurred",
         ),
         ("fatal", r"(?:fatal|FATAL): "),
         ("***", r"make(?:\[\d+\])?: \*\*\*"),
@@ -72,7 +76,7 @@ _FAILURE_ANY: Final = tuple(
             "fail",
             r"[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|failures?)\b|tests? failed\b|BUILD FAIL"
             r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to |(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild) failed"
-            r"|: *(?:FAILURE|FAILED)\b",
+            r"|: *(?:FAILURE|FAILED)\b|\b(?:Failures|Errors|Failed): +[1-9]",  # `Tests: 5, Failures: 1.`
         ),
         ("....", r"\.{4,} *(?:ERROR|Error) *$"),
         ("denied", r"(?:Permission|permission|Access|access) denied"),

@@ -339,10 +339,22 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("npm error", False),
         ("npm error A complete log of this run can be found in: /root/.npm/_logs/x-debug-0.log", False),
         ("./internal/ledger/post.go:41:9: undefined: postBatch", True),  # go build, go vet
-        ("internal/ledger/post.go:12:2: \"os\" imported and not used", True),
+        ('internal/ledger/post.go:12:2: "os" imported and not used', True),
         ("src/app/models.py:41:9: something a tool said", False),  # not Go, no rule code, no error word
         ("e: file:///src/main/kotlin/App.kt:12:5 Unresolved reference 'foo'.", True),  # kotlinc
         ("w: file:///src/main/kotlin/App.kt:3:1 Parameter 'x' is never used", False),
+        ("src/Ledger.cs(12,5): error CS0103: The name 'total' does not exist in the current context", True),
+        ("error NU1101: Unable to find package Foo.Bar. No packages exist with this id", True),
+        ("warning CS0168: The variable 'x' is declared but never used", False),
+        ("Build FAILED.", True),  # MSBuild
+        ("    1 Error(s)", True),
+        ("    0 Error(s)", False),
+        ("  Failed LedgerTests.PostsBatch [12 ms]", True),  # dotnet test
+        ("Failed!  - Failed:     1, Passed:    41, Skipped:     0, Total:    42, Duration: 1 s", True),
+        ("Passed!  - Failed:     0, Passed:    42, Skipped:     0, Total:    42, Duration: 1 s", False),
+        ("FAILURES!", True),  # PHPUnit
+        ("Tests: 5, Assertions: 5, Failures: 1.", True),
+        ("Tests run: 12, Failures: 0, Errors: 0, Skipped: 0", False),
         ("would reformat src/app/models.py", True),  # black --check
         ("1 file would be reformatted, 12 files would be left unchanged.", True),
         ("14 files would be left unchanged.", False),
