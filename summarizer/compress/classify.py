@@ -63,7 +63,7 @@ _FAILURE_ANY: Final = tuple(
             r"(?:error|Error|ERROR)(?:\[E\d+\]| [A-Z]{1,4}\d{3,5})?: |npm (?:ERR!|error )|AssertionError"
             # `error CS0103:` (MSBuild's codes), MSBuild's `1 Error(s)`, CMake's `CMake Error at x:3`
             r"|[1-9]\d* (?:errors?\b|Error\(s\))|\bError at [^\s:]+:\d+"
-            r"|Configuring incomplete, errors occurred",
+            r"|Configuring incomplete, errors occurred|\sERROR(?: +\[ *\d+%\])?\s*$",
         ),
         ("fatal", r"(?:fatal|FATAL): "),
         ("***", r"make(?:\[\d+\])?: \*\*\*"),
@@ -76,7 +76,10 @@ _FAILURE_ANY: Final = tuple(
             "fail",
             r"[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|failures?)\b|tests? failed\b|BUILD FAIL"
             r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to |(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild) failed"
-            r"|: *(?:FAILURE|FAILED)\b|\b(?:Failures|Errors|Failed): +[1-9]",  # `Tests: 5, Failures: 1.`
+            r"|: *(?:FAILURE|FAILED)\b|\b(?:Failures|Errors|Failed): +[1-9]"  # `Tests: 5, Failures: 1.`
+            # a test's verdict at the line's end (Gradle's `Test > posts() FAILED`, `> Task :app:test
+            # FAILED`, pytest -v's `test_x.py::test_y FAILED [ 50%]`), Gradle's `* What went wrong:`
+            r"|\sFAILED(?: +\[ *\d+%\])?\s*$|Execution failed for task",
         ),
         ("....", r"\.{4,} *(?:ERROR|Error) *$"),
         ("denied", r"(?:Permission|permission|Access|access) denied"),

@@ -355,6 +355,13 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("FAILURES!", True),  # PHPUnit
         ("Tests: 5, Assertions: 5, Failures: 1.", True),
         ("Tests run: 12, Failures: 0, Errors: 0, Skipped: 0", False),
+        ("LedgerTest > postsBatch() FAILED", True),  # Gradle
+        ("> Task :app:test FAILED", True),
+        ("Execution failed for task ':app:test'.", True),
+        ("test_ledger.py::test_posts FAILED                                    [ 50%]", True),  # pytest -v
+        ("test_ledger.py::test_closes ERROR                                        [ 75%]", True),
+        ("test_ledger.py::test_error_path PASSED                                   [ 25%]", False),
+        ("test compile_fail_full ... FAILED", True),  # cargo test
         ("would reformat src/app/models.py", True),  # black --check
         ("1 file would be reformatted, 12 files would be left unchanged.", True),
         ("14 files would be left unchanged.", False),
