@@ -36,6 +36,8 @@ ROWS = [
     ("rss_mb_max", "RSS max MB (daemon + worker, summed)"),
     ("pss_mb_max", "PSS max MB (daemon + worker, each page once)"),
     ("loadavg_start", "load average at the step's start"),
+    ("steal_pct_mean", "CPU time the host took (steal), mean % (since stop 53)"),
+    ("steal_pct_max", "... max % of a second"),
 ]
 CAUSED = "stalled_calls_by_cause"
 

@@ -67,6 +67,8 @@ def test_tiny_trajectory_load_reports_the_knee_and_fails_the_knee_goal(
         # the agents' latency split: the daemon's loop lag (STATUS) and this process's own
         assert step["daemon_loop_lag"]["samples"] > 0 and step["daemon_loop_lag_ms_p99"] >= 0
         assert step["client_loop_lag"]["samples"] > 0 and step["client_loop_lag_ms_p99"] >= 0
+        # the host's share of this VM's CPUs during the step (/proc/stat's steal), once a second
+        assert 0 <= step["steal_pct_mean"] <= step["steal_pct_max"] <= 100
         # every stall counted has a cause; the longest are kept with the turn that made them
         assert sum(step["stalled_calls_by_cause"].values()) == step["stalled_calls"]
         assert set(step["stalled_calls_by_cause"]) == set(STALL_CAUSES)

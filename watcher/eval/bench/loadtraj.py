@@ -217,6 +217,11 @@ def _step_result(
         "daemon_cpu_pct_mean": _mean([p.get("cpu_pct") for p in sampler.curve]),
         "worker_cpu_pct_mean": _mean([p.get("worker_cpu_pct") for p in sampler.curve]),
         "client_cpu_pct_mean": _mean([p.get("client_cpu_pct") for p in sampler.curve]),
+        # the host's share of this VM's CPUs (procstat.cpu_times): a step slower for want of CPU says so
+        "steal_pct_mean": _mean([p.get("steal_pct") for p in sampler.curve]),
+        "steal_pct_max": max(
+            (v for p in sampler.curve if (v := p.get("steal_pct")) is not None), default=None
+        ),
         "rss_mb_max": max(rss, default=None),
         "rss_mb_first": rss[0] if rss else None,
         "pss_mb_max": max(pss, default=None),  # the same processes, each shared page counted once

@@ -59,6 +59,20 @@ def pss_mb(pid: int) -> float:
     return 0.0
 
 
+def cpu_times() -> tuple[int, int]:
+    """(all, steal) clock ticks of the machine's CPUs since boot (/proc/stat's first line). Steal is
+    the time this virtual machine's CPUs were runnable but the host ran something else: a step that
+    slows while its processes do less work (stop 51's 78.8 ms ingest p99) shows it here."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(fields[:8]), (fields[7] if len(fields) > 7 else 0)
+
+
+def steal_pct(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """Steal's share of the CPUs' time between two cpu_times() readings, in percent."""
+    total = after[0] - before[0]
+    return round(100 * (after[1] - before[1]) / total, 1) if total > 0 else None
+
+
 @dataclass(frozen=True)
 class TreeUsage:
     rss_mb: float  # VmRSS summed over the process and its children (shared pages counted in each)
@@ -122,14 +136,17 @@ class Sampler:
 
     async def run(self, ctx: zmq.asyncio.Context, holder: dict[str, DaemonProcess], start: float) -> None:
         last_cpu: tuple[float, float, float, float] | None = None  # (when, daemon, worker, client)
+        ticks = cpu_times()
         while True:
             await asyncio.sleep(1.0)
+            ticks, before = cpu_times(), ticks
+            stolen = steal_pct(before, ticks)
             daemon = holder["daemon"]
             t = round(time.monotonic() - start, 1)
             try:
                 usage = proc_split(daemon.proc.pid)
             except (OSError, ValueError, IndexError):
-                self.curve.append({"t": t, "rss_mb": None, "pss_mb": None})
+                self.curve.append({"t": t, "rss_mb": None, "pss_mb": None, "steal_pct": stolen})
                 last_cpu = None
                 continue
             main, worker = usage.cpu_s, usage.children_cpu_s
@@ -155,6 +172,7 @@ class Sampler:
                     "worker_cpu_pct": worker_pct,
                     "client_cpu_pct": client_pct,  # this process: the 200 agents
                     "loadavg": round(os.getloadavg()[0], 2),
+                    "steal_pct": stolen,  # of the machine's CPU time in the last second (cpu_times)
                     "queue_depth": q.get("depth"),
                     "served": q.get("served"),
                     "agents": (status or {}).get("daemon", {}).get("agents"),
