@@ -28,6 +28,7 @@ _SENTENCE_REACH = 240  # how far a sentence may extend either side of its marker
 _WINDOW_HEAD = 64_000
 _WINDOW_TAIL = 32_000
 _ADVICE_LINES = re.compile(f"^(?:{ADVICE.pattern}).*$", re.M)
+_ADVICE_PREFIXES = ("[ERROR]", "[FATAL]", "npm ERR!", "npm error")  # ADVICE's: what a line of it starts with
 
 
 @dataclass(frozen=True, order=True)
@@ -49,7 +50,7 @@ def fact_source(text: str) -> str:
     if is_page(env.body):
         return env.prefix + page_text(env.body) + env.suffix
     text = uncoloured("\n".join(decoded_payloads(env.body)) or text)
-    if "[ERROR]" in text or "ERR!" in text:  # a runner's advice is no source: its paths, its help URLs
+    if any(p in text for p in _ADVICE_PREFIXES):  # a runner's advice is no source: its paths, help URLs
         text = _ADVICE_LINES.sub("", text)
     if "##[group]Run " not in text:
         return text

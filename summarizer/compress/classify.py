@@ -170,9 +170,9 @@ def _candidates(text: str) -> list[int]:
     return sorted(found | ({0} if low.startswith("e  ") else set()))
 
 
-def _lint_lines(text: str) -> list[int]:
-    """Lines of `text` that are a linter's diagnostics. Literal-led searches, each candidate's line
-    checked after: a regex anchored at every line start costs five times as much on a big log."""
+def _lint_lines(text: str, lines: list[str]) -> list[int]:
+    """Lines of `text` (split into `lines`) that are a linter's diagnostics. Literal-led searches, each
+    candidate's line checked after: a regex anchored at every line start costs five times as much."""
     found: list[int] = []
     for m in _LINT_AT.finditer(text):
         start = text.rfind("\n", 0, m.start()) + 1
@@ -195,7 +195,7 @@ def _lint_lines(text: str) -> list[int]:
         pos = text.find("-->", pos + 3)
     if not found:
         return []
-    starts = line_starts(text.split("\n"))
+    starts = line_starts(lines)
     return [bisect_right(starts, pos) - 1 for pos in found]
 
 
@@ -231,7 +231,7 @@ def classify(raw: list[str], clean_text: str) -> Lines:
             continue  # "test_error_handling PASSED": a pass, whatever its name says
         if not (_ZERO.search(line) and not _is_failure(_ZERO.sub("", line))):
             failure[i] = True  # (not "Failures: 0, Errors: 0")
-    for i in _lint_lines(clean_text):
+    for i in _lint_lines(clean_text, clean):
         if not passing[i]:
             hinted[i] = failure[i] = True
     # what a line shows is its clean form (clean.clean_text: no colours, no leading stamps), but for

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from summarizer.compress.classify import ADVICE
 from summarizer.textscan import line_starts, lines_with
 
 _TEST_SUMMARY = re.compile(
@@ -21,7 +20,6 @@ _TEST_KEEP = re.compile(
     r"|Found \d+ tests?|\[ERROR\] .*\S|make(?:\[\d+\])?: \*\*\*"
 )
 _WORD = re.compile(r"[\w.]+")
-_FAILED = re.compile(r"FAIL")
 _TALLIED = re.compile(r"\b(?:Failures|Errors): [1-9]|\b[1-9]\d* (?:failed|errors?)\b")
 _EXCEPTION_NAMES = ("Error", "Exception", "Failure", "Exit", "Interrupt")
 _PROGRESS = re.compile(r"(?:\S+\s+)?[.sxXfFE]+\s*(?:\[\s*\d+%\])?")
@@ -105,7 +103,7 @@ def _test_summary(lines: list[str]) -> str:
     for prefix, wanted in partner.items():
         if last.startswith(prefix):
             earlier = [f for f in found[:-1] if wanted in f]
-            if _FAILED.search(last):  # a reactor's failing module, not the next module's clean run
+            if "FAIL" in last:  # a reactor's failing module, not the next module's clean run
                 earlier = [f for f in earlier if _TALLIED.search(f)] or earlier
             if earlier:
                 return f"{earlier[-1]}; {last}"
@@ -115,8 +113,6 @@ def _test_summary(lines: list[str]) -> str:
 def _test_line_kept(line: str) -> bool:
     """Summary, banner, failure, error and exception lines of a test run, and progress lines with F/E."""
     head = line[:400]
-    if ADVICE.match(head):
-        return False  # "[ERROR] Re-run Maven using the -X switch"
     if _TEST_KEEP.match(head) or "error: " in head or "fatal: " in head or "<<< " in head:
         return True
     word = _WORD.match(head)
