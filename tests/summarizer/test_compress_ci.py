@@ -11,6 +11,7 @@ import pytest
 from summarizer.compress import Renderer, binary_like, compress
 from summarizer.compress.classify import classify
 from summarizer.compress.clean import clean_text
+from summarizer.facts import fact_source
 from tests.fixtures.builds import npm_errors, ruff_format_check
 
 REF = "a7#s3"
@@ -390,6 +391,7 @@ def test_npm_s_own_errors_are_failures_and_its_pointers_are_advice(tmp_path: Pat
     advice = [ln for ln, a in zip(lines.clean, lines.advice, strict=True) if a]
     assert any("A complete log of this run can be found in" in ln for ln in advice), text
     assert not any(f and "A complete log" in ln for ln, f in zip(lines.clean, lines.failure, strict=True))
+    assert "A complete log" not in fact_source(text) and "Missing script" in fact_source(text)  # no facts
 
 
 def test_a_formatter_s_check_is_a_failure(tmp_path: Path) -> None:
