@@ -16,7 +16,10 @@ Works on clean lines (summarizer.compress.clean). A line is:
 * *advice* (neither) when a runner's error line only says how to learn more: Maven's `[ERROR] Re-run
   Maven using the -X switch`, `[ERROR] [Help 1] https://...`, an `[ERROR]` with nothing after it,
   npm's `A complete log of this run can be found in`. Maven ends every failed build with such lines;
-  shown as failures, they took the room of the errors they follow.
+  shown as failures, they took the room of the errors they follow. A CI runner's housekeeping is
+  treated the same way (`HOUSEKEEPING`: GitHub Actions' `##[endgroup]`, `Post job cleanup.`,
+  `Cleaning up orphan processes`): it follows every step, so it was the context line of every
+  error annotation and the "last line" of every log, in room a failing script's `exit 1` needed.
 
 Scanning runs over the whole text at once (one regex pass per class, line numbers by bisection), so
 a megabyte of log costs tens of milliseconds.
@@ -107,6 +110,15 @@ ADVICE: Final = re.compile(
     r"|A complete log of this run can be found in|To see a list of scripts, run:|Run \"npm help"
     r")"
 )
+# a CI runner's housekeeping: lines it writes around every step, which say nothing about any
+HOUSEKEEPING: Final = re.compile(
+    r"(?:##\[endgroup\]|::endgroup::|Post job cleanup\.|Cleaning up orphan processes"
+    r"|Terminate orphan process: pid \(\d+\) \([^)]*\))\s*$"
+)
+_HOUSEKEEPING_WORDS: Final = (
+    "##[endgroup]", "::endgroup::", "Post job cleanup.", "Cleaning up orphan processes",
+    "Terminate orphan process",
+)  # fmt: skip
 _MENTION: Final = re.compile(
     r"(?i:\b(?:errors?|exception|traceback|fatal|critical|fail(?:ed|ure|ing)?|panic|denied|refused"
     r"|abort(?:ed)?|timed out|timeout|killed|invalid|cannot|could not|unable)\b)",
@@ -146,7 +158,8 @@ class Lines:
     failure: list[bool]
     mention: list[bool]
     passing: list[bool]
-    advice: list[bool]  # a runner's advice after a failure (ADVICE): no part of the log's ending
+    advice: list[bool]  # a runner's advice after a failure (ADVICE) or its housekeeping (HOUSEKEEPING):
+    # no part of the log's ending or a failure's context
 
 
 _HINTS: Final = (  # looked for in the lower-cased text: lines without any of these are neither class
@@ -234,6 +247,9 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     for i in _lint_lines(clean_text, clean):
         if not passing[i]:
             hinted[i] = failure[i] = True
+    for i in lines_with(clean_text, _HOUSEKEEPING_WORDS, line_starts(clean)):
+        if not failure[i] and HOUSEKEEPING.match(clean[i]):
+            advice[i] = True
     # what a line shows is its clean form (clean.clean_text: no colours, no leading stamps), but for
     # carriage returns inside it, which cleaning turns into spaces: such a line keeps them
     shown = clean

@@ -53,11 +53,8 @@ class LogPlan:
         if self.kind == "test":
             return f"test run: {self.summary}", text, dropped
         shown = text.count("\n") + 1 - collapsed
-        return (
-            f"log: {len(self.lines.raw)} lines, {shown} shown, {collapsed} repeats collapsed",
-            text,
-            dropped,
-        )
+        repeats = f", {collapsed} repeats collapsed" if collapsed else ""  # (5 tokens in every log's digest)
+        return f"log: {len(self.lines.raw)} lines, {shown} shown{repeats}", text, dropped
 
 
 def compress_log(body: str, ref: str) -> tuple[str, str, int]:

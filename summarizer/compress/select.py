@@ -51,6 +51,7 @@ _RUN_HEAD, _RUN_TAIL = 6, 3  # failure lines at each end of a run that are shown
 _BLOCK_MAX = 12  # continuation lines that follow a failure line in its block (tier 2) ...
 _BLOCK_FIRST = 2  # ... of which the first ones are in tier 1 (the innermost frames of a stack)
 _STEP_TAIL = 30  # lines before a CI step's error annotation
+_SCRIPT_MAX = 200  # lines of a step's `script` input searched for the line that fails the step
 _CONTEXT_MIN, _FILL_MIN = 1000, 300  # chars that context and other lines may take at least
 _MARKER = 48  # what an omission marker costs, roughly
 # a line of a CI step's script that fails the step itself: `exit 1`, `exit "$rc"`, `false`,
@@ -166,6 +167,17 @@ def _mark_failures(lines: Lines, t: _Tiers) -> None:
             t.span(lo, hi, 2, run[0])
 
 
+def _script_input(lines: Lines, settings: int, group_end: int) -> range:
+    """The lines of a step's `script` input (actions/github-script: the script is an input, listed
+    under `with:` after the step's name, where `core.setFailed(...)` fails the step), if any."""
+    if not lines.clean[settings].startswith("with:"):
+        return range(0)
+    for j in range(settings + 1, min(group_end, settings + 40)):
+        if lines.clean[j].startswith("  script:"):
+            return range(j, min(group_end, j + _SCRIPT_MAX))
+    return range(0)
+
+
 def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
     """CI structure: the verdict annotations, failing steps' headers, commands and last lines.
     Returns the lines of set-up steps (checkout, setup-*, caches), whose mentions are noise, and
@@ -193,8 +205,10 @@ def _mark_ci(lines: Lines, t: _Tiers) -> tuple[set[int], bool]:
                 ),
                 group_end,
             )  # the runner lists the step's shell, inputs and environment after its script
-            for j in range(start + 1, min(settings, start + 60)):  # the script's own failure: next
-                if _FAILS.match(lines.clean[j]):
+            script = [*range(start + 1, min(settings, start + 60))]
+            script += _script_input(lines, settings, group_end)
+            for j in script:
+                if _FAILS.match(lines.clean[j]):  # the script's own failure: next
                     t.mark(j, 1, e, 4)
             for k, j in enumerate(range(start, min(settings, start + 7))):
                 t.mark(j, 1, e, 3 if k == 0 else 4 * k + 1)  # the name after the nearest output line
@@ -232,14 +246,14 @@ def _mark_outline(lines: Lines, t: _Tiers, setup: set[int], ci_failed: bool) -> 
 def plan(lines: Lines, extra: Iterable[tuple[int, int]] = ()) -> _Tiers:
     """Tiers for every line; `extra` adds (line, tier) marks from a format-specific parser."""
     t = _Tiers(len(lines.clean))
-    for i, tier in extra:
-        if not lines.failure[i]:  # failure lines are tiered by _mark_failures (runs, shapes)
+    for i, tier in extra:  # failure lines are tiered by _mark_failures (runs, shapes), but a verdict
+        if tier == 0 or not lines.failure[i]:  # (a test runner's final tally: `1 failed`, `1 failing`)
             t.mark(i, tier)
     setup, ci_failed = _mark_ci(lines, t)
     _mark_failures(lines, t)
     _mark_outline(lines, t, setup, ci_failed)
     for i, advice in enumerate(lines.advice):
-        if advice:  # "[ERROR] Re-run Maven using the -X switch": not a failure's context either
+        if advice:  # "[ERROR] Re-run Maven using the -X switch", "##[endgroup]": no failure's context
             t.tier[i] = NEVER
     return t
 

@@ -14,6 +14,12 @@ _TEST_SUMMARY = re.compile(
     r"|(?:\[\w+\] )?Tests run: \d+, Failures: \d+, Errors: \d+, Skipped: \d+"
     r"|(?:\[\w+\] )?BUILD (?:SUCCESS|FAILURE|FAILED)\b[^\n]*|[\w.-]+: commands (?:succeeded|failed)"
     r"|congratulations :\)|(?:ok|FAIL)[ \t]+\S+[ \t]+[\d.]+s"
+    # mocha's `106366 passing (10m)` / `1 failing` / `3 pending`; jest's `Tests:       1 failed, 41
+    # passed, 42 total` and `Test Suites: ...`; vitest's `Test Files  1 failed | 3 passed (4)`; cargo's
+    # `test result: FAILED. 3 passed; 1 failed; ...`; node --test's and TAP's `# pass 41`, `ℹ fail 1`
+    r"|\d+ (?:passing|failing|pending)(?: \(\w+\))?|Test(?:s| Suites):[ \t]+(?:\d+ \w+, )*\d+ total"
+    r"|(?:Test Files|Tests)[ \t]+\d+ (?:failed|passed)(?: \| \d+ \w+)*(?: \(\d+\))?"
+    r"|test result: (?:ok|FAILED)\. \d+ passed; \d+ failed;[^\n]*|[#ℹ] (?:tests|pass|fail) \d+"
 )
 _TEST_KEEP = re.compile(
     r"=+ .+ =+$|_{3,} .+ _{3,}$|(?:FAILED|FAIL|ERROR|ERRORS|XPASS)\b|collect(?:ed|ing \.\.\. collected) \d+"
@@ -126,7 +132,8 @@ def _test_line_kept(line: str) -> bool:
 
 _GATE_WORDS = (  # a line without any of these (and no error hint) cannot be a test runner's line
     "passed", "Ran ", "OK", "Tests run", "BUILD", "XPASS", "collect", "Found ", "Interrupt", "commands",
-    "congratulations", "tests finished", "..", "%]", "ok",
+    "congratulations", "tests finished", "..", "%]", "ok", "passing", "pending", "Tests", "Test Suites",
+    "Test Files", "test result:", "# pass", "ℹ pass",
 )  # fmt: skip
 
 

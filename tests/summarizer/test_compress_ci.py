@@ -11,6 +11,8 @@ import pytest
 from summarizer.compress import Renderer, binary_like, compress
 from summarizer.compress.classify import classify
 from summarizer.compress.clean import clean_text
+from summarizer.compress.select import plan
+from summarizer.compress.testrun import test_marks as runner_marks
 from summarizer.facts import fact_source
 from tests.fixtures.builds import npm_errors, ruff_format_check
 
@@ -106,6 +108,66 @@ def test_the_line_of_a_failing_step_s_script_that_fails_it_is_shown_in_a_small_r
         assert len(out) <= room
         kept_whole(out, text, fails.strip())
         kept_whole(out, text, "##[error]Process completed with exit code 1.")
+
+
+def test_the_line_of_a_github_script_that_fails_the_step_is_shown_in_a_small_room() -> None:
+    """actions/github-script: the script is the step's `script` input, listed under `with:` after the
+    step's name (its further lines without a timestamp, as the runner writes them), and the step
+    fails where the script calls `core.setFailed`, deep in it."""
+    script = ["const fs = require('fs');"]
+    script += [f"    const part{k} = await github.rest.pulls.listFiles({{page: {k}}});" for k in range(60)]
+    script += ["    if (!found) {", "      core.setFailed(`no changelog entry in ${dir}`);", "    }"]
+    head = stamp(["##[group]Run actions/github-script@v7", "with:", f"  script: {script[0]}"])
+    rest = stamp(["  github-token: ***", "  debug: false", "##[endgroup]"])
+    tail = stamp(["##[error]no changelog entry in .changes/v1.16", "Post job cleanup."])
+    text = "\n".join([*stamp(setup_noise(30)), *head, *script[1:], *rest, *tail]) + "\n"
+    for room in (400, 700):
+        out = compress(text, ref=REF, max_chars=room).text
+        assert len(out) <= room
+        kept_whole(out, text, "core.setFailed(`no changelog entry")
+        kept_whole(out, text, "##[error]no changelog entry in .changes/v1.16")
+
+
+def test_a_runner_s_housekeeping_is_no_failure_s_context_and_no_log_s_end() -> None:
+    """`##[endgroup]` before every error annotation, `Post job cleanup.` and `Cleaning up orphan
+    processes` after it: the runner writes them around every step, and in a small room they took the
+    place of the failing script's lines."""
+    script = ['if [[ "${{ needs.build.result }}" != "success" ]]; then', '  echo "build failed"']
+    script += ["  exit 1", "fi"]
+    text = ci_log(script[0], script, [], noise=30)
+    lines = classify(text.split("\n"), clean_text(text))
+    housekeeping = {ln for ln, a in zip(lines.clean, lines.advice, strict=True) if a}
+    assert housekeeping == {"##[endgroup]", "Post job cleanup.", "Cleaning up orphan processes"}, housekeeping
+    for room in (300, 450):
+        out = compress(text, ref=REF, max_chars=room).text
+        kept_whole(out, text, "exit 1")
+        assert "##[endgroup]" not in out and "Cleaning up orphan processes" not in out
+    plain = "\n".join(["compiling 12 modules", "error: module ledger failed to compile", *("ok",) * 40])
+    plain += "\nbuild finished with 1 error\nCleaning up orphan processes\n"
+    out = compress(plain, ref=REF, max_chars=160).text
+    assert "build finished with 1 error" in out  # the log's end is its last line that says something
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        ["  106366 passing (10m)", "  3 pending", "  1 failing"],  # mocha
+        ["Test Suites: 1 failed, 41 passed, 42 total", "Tests:       1 failed, 610 passed, 611 total"],
+        [" Test Files  1 failed | 41 passed (42)", "      Tests  1 failed | 610 passed (611)"],  # vitest
+        ["test result: FAILED. 610 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 9s"],
+        ["# tests 611", "# pass 610", "# fail 1"],  # node --test (TAP)
+    ],
+)
+def test_a_test_runner_s_final_tally_is_the_verdict(summary: list[str]) -> None:
+    """The runner's tally is shown before the failure's stack frames, in a room too small for both."""
+    frames = [f"      at step{k} (src/harness/runner.ts:{100 + k}:9)" for k in range(12)]
+    body = ["  1) fourslash tests", "     AssertionError: expected 'Foo<string>' to equal 'Foo<string[]>'"]
+    text = "\n".join([*(f"checked file {k}" for k in range(80)), *body, *frames, "", *summary, "Done."])
+    lines = classify(text.split("\n"), clean_text(text))
+    tiers = plan(lines, runner_marks(lines.clean, lines.hinted, lines.text)[0]).tier
+    assert tiers[lines.clean.index(summary[-1])] == 0, summary
+    out = compress(text, ref=REF, max_chars=300).text
+    assert summary[-1] in out.split("\n"), out
 
 
 def test_timestamps_and_colours_do_not_hide_a_failure_line() -> None:
