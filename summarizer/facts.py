@@ -42,7 +42,8 @@ def fact_source(text: str) -> str:
     """A section's text as a source of key facts: a CI log without its set-up (compress.classify's
     setup_lines: the runner's and the tools' versions, the checkout's paths and refs, no fact about
     the failure), those lines left empty so that every fact is still a quote of one line. They stay
-    in the log's rendering, in its lowest tiers. A tool output's envelope (`<returncode>`) is not
+    in the log's rendering, in its lowest tiers; so does each step's `shell:` line, which the runner
+    writes for every step. A tool output's envelope (`<returncode>`) is not
     the log's: it stays a source. Colour codes go first (compress.clean.uncoloured); a tool's output
     wrapped in JSON is read decoded, its text payloads one after the other (compress.jsondoc); an
     HTML page as its text (compress.markup), not its tags and attributes."""
@@ -58,8 +59,10 @@ def fact_source(text: str) -> str:
     prefix = split_envelope(text).prefix
     skip = prefix.count("\n") + (1 if prefix and not prefix.endswith("\n") else 0)
     # (only step headers and error annotations are read: the other lines need no stamp removed)
-    clean = [stamp_free(ln) if "##[" in ln or "::error" in ln else ln for ln in raw[skip:]]
+    clean = [stamp_free(ln) if "##[" in ln or "::error" in ln or "shell: " in ln else ln for ln in raw[skip:]]
     setup = {skip + i for i in setup_lines(clean, step_spans(clean))}
+    # each step's `shell: /usr/bin/bash -e {0}`: the runner's, in every step, no fact about the failure
+    setup.update(skip + i for i, ln in enumerate(clean) if ln.startswith("shell: "))
     return "\n".join("" if i in setup else ln for i, ln in enumerate(raw)) if setup else text
 
 

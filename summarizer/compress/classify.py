@@ -18,8 +18,10 @@ Works on clean lines (summarizer.compress.clean). A line is:
   npm's `A complete log of this run can be found in`. Maven ends every failed build with such lines;
   shown as failures, they took the room of the errors they follow. A CI runner's housekeeping is
   treated the same way (`HOUSEKEEPING`: GitHub Actions' `##[endgroup]`, `Post job cleanup.`,
-  `Cleaning up orphan processes`): it follows every step, so it was the context line of every
-  error annotation and the "last line" of every log, in room a failing script's `exit 1` needed.
+  `Cleaning up orphan processes`, a step's `shell: /usr/bin/bash -e {0}`; yarn's `info Visit
+  https://yarnpkg.com/... for documentation about this command.`; what post-job steps print after
+  `Post job cleanup.`): it follows every step, so it was the context line of every error
+  annotation and the "last line" of every log, in room a failing script's `exit 1` needed.
 
 Scanning runs over the whole text at once (one regex pass per class, line numbers by bisection), so
 a megabyte of log costs tens of milliseconds.
@@ -113,11 +115,12 @@ ADVICE: Final = re.compile(
 # a CI runner's housekeeping: lines it writes around every step, which say nothing about any
 HOUSEKEEPING: Final = re.compile(
     r"(?:##\[endgroup\]|::endgroup::|Post job cleanup\.|Cleaning up orphan processes"
-    r"|Terminate orphan process: pid \(\d+\) \([^)]*\))\s*$"
+    r"|Terminate orphan process: pid \(\d+\) \([^)]*\)|shell: [^\n]*\{0\}"  # (a step's shell)
+    r"|info Visit https://yarnpkg\.com/\S+ for documentation about this command\.)\s*$"  # (yarn 1's)
 )
 _HOUSEKEEPING_WORDS: Final = (
     "##[endgroup]", "::endgroup::", "Post job cleanup.", "Cleaning up orphan processes",
-    "Terminate orphan process",
+    "Terminate orphan process", "shell: ", "for documentation about this command.",
 )  # fmt: skip
 _MENTION: Final = re.compile(
     r"(?i:\b(?:errors?|exception|traceback|fatal|critical|fail(?:ed|ure|ing)?|panic|denied|refused"
@@ -219,6 +222,23 @@ def _is_failure(line: str) -> bool:
     return any(key in low and rx.search(line) for key, rx in _FAILURE_ANY)
 
 
+def _mark_housekeeping(clean: list[str], text: str, failure: list[bool], advice: list[bool]) -> None:
+    """A runner's housekeeping (HOUSEKEEPING), and what its post-job steps print after `Post job
+    cleanup.` (the checkout's git commands that remove its credentials, a cache's upload), up to the
+    next step: neither says why the job failed. A failure among them stays one."""
+    done = 0
+    for i in sorted(lines_with(text, _HOUSEKEEPING_WORDS, line_starts(clean))):
+        if failure[i] or not HOUSEKEEPING.match(clean[i]):
+            continue
+        advice[i] = True
+        if clean[i].startswith("Post job cleanup."):
+            j = max(i + 1, done)
+            while j < len(clean) and not clean[j].startswith(("##[group]Run ", "##[error]")):
+                advice[j] = not failure[j] and clean[j].strip() != ""
+                j += 1
+            done = j
+
+
 def classify(raw: list[str], clean_text: str) -> Lines:
     clean = clean_text.split("\n")
     n = len(clean)
@@ -247,9 +267,7 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     for i in _lint_lines(clean_text, clean):
         if not passing[i]:
             hinted[i] = failure[i] = True
-    for i in lines_with(clean_text, _HOUSEKEEPING_WORDS, line_starts(clean)):
-        if not failure[i] and HOUSEKEEPING.match(clean[i]):
-            advice[i] = True
+    _mark_housekeeping(clean, clean_text, failure, advice)
     # what a line shows is its clean form (clean.clean_text: no colours, no leading stamps), but for
     # carriage returns inside it, which cleaning turns into spaces: such a line keeps them
     shown = clean

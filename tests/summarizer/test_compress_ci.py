@@ -137,7 +137,17 @@ def test_a_runner_s_housekeeping_is_no_failure_s_context_and_no_log_s_end() -> N
     text = ci_log(script[0], script, [], noise=30)
     lines = classify(text.split("\n"), clean_text(text))
     housekeeping = {ln for ln, a in zip(lines.clean, lines.advice, strict=True) if a}
-    assert housekeeping == {"##[endgroup]", "Post job cleanup.", "Cleaning up orphan processes"}, housekeeping
+    post_job = {f"[command]/usr/bin/git config --local --unset-all http.extraheader{k}" for k in range(8)}
+    runner = {
+        "##[endgroup]",
+        "shell: /usr/bin/bash -e {0}",
+        "Post job cleanup.",
+        "Cleaning up orphan processes",
+    }
+    assert housekeeping == runner | post_job, housekeeping
+    yarn = "error Command failed with exit code 1.\ninfo Visit https://yarnpkg.com/en/docs/cli/run for documentation"
+    yarn += " about this command."  # yarn 1 after every failed `yarn run`
+    assert classify(yarn.split("\n"), yarn).advice == [False, True]
     for room in (300, 450):
         out = compress(text, ref=REF, max_chars=room).text
         kept_whole(out, text, "exit 1")
