@@ -145,8 +145,8 @@ def test_a_runner_s_housekeeping_is_no_failure_s_context_and_no_log_s_end() -> N
         "Cleaning up orphan processes",
     }
     assert housekeeping == runner | post_job, housekeeping
-    yarn = "error Command failed with exit code 1.\ninfo Visit https://yarnpkg.com/en/docs/cli/run for documentation"
-    yarn += " about this command."  # yarn 1 after every failed `yarn run`
+    yarn = "error Command failed with exit code 1.\ninfo Visit https://yarnpkg.com/en/docs/cli/run"
+    yarn += " for documentation about this command."  # yarn 1 after every failed `yarn run`
     assert classify(yarn.split("\n"), yarn).advice == [False, True]
     for room in (300, 450):
         out = compress(text, ref=REF, max_chars=room).text
