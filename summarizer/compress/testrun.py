@@ -132,8 +132,8 @@ def _test_line_kept(line: str) -> bool:
 
 _GATE_WORDS = (  # a line without any of these (and no error hint) cannot be a test runner's line
     "passed", "Ran ", "OK", "Tests run", "BUILD", "XPASS", "collect", "Found ", "Interrupt", "commands",
-    "congratulations", "tests finished", "..", "%]", "ok", "passing", "pending", "Tests", "Test Suites",
-    "Test Files", "test result:", "# pass", "ℹ pass",
+    "congratulations", "tests finished", "..", "%]", "ok", "passing", "pending", "Tests:", "Tests  ",
+    "Test Suites", "Test Files", "test result:", "# pass", "ℹ pass",
 )  # fmt: skip
 
 
