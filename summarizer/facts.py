@@ -16,11 +16,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from summarizer.compress.classify import ADVICE, setup_lines, step_spans
+from summarizer.compress.classify import (
+    ADVICE,
+    HOUSEKEEPING_WORDS,
+    housekeeping,
+    is_failure,
+    setup_lines,
+    step_spans,
+)
 from summarizer.compress.clean import stamp_free, uncoloured
 from summarizer.compress.jsondoc import decoded_payloads
 from summarizer.compress.markup import page_text
 from summarizer.detect import is_page, split_envelope
+from summarizer.textscan import line_starts, lines_with
 
 FACT_MAX_CHARS = 200
 FAMILY_BIG, FAMILY_MAX = 6, 2  # of a family bigger than FAMILY_BIG (big_families), FAMILY_MAX are shown
@@ -41,12 +49,13 @@ class _Found:
 def fact_source(text: str) -> str:
     """A section's text as a source of key facts: a CI log without its set-up (compress.classify's
     setup_lines: the runner's and the tools' versions, the checkout's paths and refs, no fact about
-    the failure), those lines left empty so that every fact is still a quote of one line. They stay
-    in the log's rendering, in its lowest tiers; so does each step's `shell:` line, which the runner
-    writes for every step. A tool output's envelope (`<returncode>`) is not
-    the log's: it stays a source. Colour codes go first (compress.clean.uncoloured); a tool's output
-    wrapped in JSON is read decoded, its text payloads one after the other (compress.jsondoc); an
-    HTML page as its text (compress.markup), not its tags and attributes."""
+    the failure) and its housekeeping (compress.classify's housekeeping: a step's `shell:` line,
+    what post-job steps print), those lines left empty so that every fact is still a quote of one
+    line. The set-up stays in the log's rendering, in its lowest tiers. A tool output's envelope
+    (`<returncode>`) is not the log's: it stays a source. Colour codes go first
+    (compress.clean.uncoloured); a tool's output wrapped in JSON is read decoded, its text payloads
+    one after the other (compress.jsondoc); an HTML page as its text (compress.markup), not its tags
+    and attributes."""
     env = split_envelope(text)
     if is_page(env.body):
         return env.prefix + page_text(env.body) + env.suffix
@@ -59,10 +68,16 @@ def fact_source(text: str) -> str:
     prefix = split_envelope(text).prefix
     skip = prefix.count("\n") + (1 if prefix and not prefix.endswith("\n") else 0)
     # (only step headers and error annotations are read: the other lines need no stamp removed)
-    clean = [stamp_free(ln) if "##[" in ln or "::error" in ln or "shell: " in ln else ln for ln in raw[skip:]]
+    clean = [stamp_free(ln) if "##[" in ln or "::error" in ln else ln for ln in raw[skip:]]
     setup = {skip + i for i in setup_lines(clean, step_spans(clean))}
-    # each step's `shell: /usr/bin/bash -e {0}`: the runner's, in every step, no fact about the failure
-    setup.update(skip + i for i, ln in enumerate(clean) if ln.startswith("shell: "))
+    # a runner's housekeeping (a step's `shell: /usr/bin/bash -e {0}`, the post-job steps' output:
+    # its git commands, the credentials' paths): in every job, no fact about the failure
+    joined = "\n".join(clean)  # (stamps hold none of the words: the same lines hold them without)
+    hits = lines_with(joined, HOUSEKEEPING_WORDS, line_starts(clean))
+    post = min((i for i in hits if "Post job cleanup." in clean[i]), default=len(clean))
+    for i in hits.union(range(post, len(clean))):
+        clean[i] = stamp_free(clean[i])
+    setup.update(skip + i for i in housekeeping(clean, hits, lambda i: is_failure(clean[i])))
     return "\n".join("" if i in setup else ln for i, ln in enumerate(raw)) if setup else text
 
 

@@ -20,7 +20,8 @@ Works on clean lines (summarizer.compress.clean). A line is:
   treated the same way (`HOUSEKEEPING`: GitHub Actions' `##[endgroup]`, `Post job cleanup.`,
   `Cleaning up orphan processes`, a step's `shell: /usr/bin/bash -e {0}`; yarn's `info Visit
   https://yarnpkg.com/... for documentation about this command.`; what post-job steps print after
-  `Post job cleanup.`): it follows every step, so it was the context line of every error
+  `Post job cleanup.`; GitLab's `section_end:...` and `Cleaning up project directory and file based
+  variables`): it follows every step, so it was the context line of every error
   annotation and the "last line" of every log, in room a failing script's `exit 1` needed.
 
 Scanning runs over the whole text at once (one regex pass per class, line numbers by bisection), so
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -116,11 +117,15 @@ ADVICE: Final = re.compile(
 HOUSEKEEPING: Final = re.compile(
     r"(?:##\[endgroup\]|::endgroup::|Post job cleanup\.|Cleaning up orphan processes"
     r"|Terminate orphan process: pid \(\d+\) \([^)]*\)|shell: [^\n]*\{0\}"  # (a step's shell)
-    r"|info Visit https://yarnpkg\.com/\S+ for documentation about this command\.)\s*$"  # (yarn 1's)
+    r"|info Visit https://yarnpkg\.com/\S+ for documentation about this command\."  # (yarn 1's)
+    # GitLab's: a section's end, the runner's clean-up after every job (its header, then the title)
+    r"|section_end:\d+:\S+|(?:section_start:\d+:cleanup_file_variables\S*\s+)?"
+    r"Cleaning up (?:project directory and )?file based variables)\s*$"
 )
-_HOUSEKEEPING_WORDS: Final = (
+HOUSEKEEPING_WORDS: Final = (
     "##[endgroup]", "::endgroup::", "Post job cleanup.", "Cleaning up orphan processes",
-    "Terminate orphan process", "shell: ", "for documentation about this command.",
+    "Terminate orphan process", "shell: ", "for documentation about this command.", "section_end:",
+    "Cleaning up project directory", "Cleaning up file based variables",
 )  # fmt: skip
 _MENTION: Final = re.compile(
     r"(?i:\b(?:errors?|exception|traceback|fatal|critical|fail(?:ed|ure|ing)?|panic|denied|refused"
@@ -222,21 +227,31 @@ def _is_failure(line: str) -> bool:
     return any(key in low and rx.search(line) for key, rx in _FAILURE_ANY)
 
 
-def _mark_housekeeping(clean: list[str], text: str, failure: list[bool], advice: list[bool]) -> None:
-    """A runner's housekeeping (HOUSEKEEPING), and what its post-job steps print after `Post job
-    cleanup.` (the checkout's git commands that remove its credentials, a cache's upload), up to the
-    next step: neither says why the job failed. A failure among them stays one."""
+def housekeeping(clean: Sequence[str], words_at: Iterable[int], failing: Callable[[int], bool]) -> list[int]:
+    """The lines of a runner's housekeeping (HOUSEKEEPING), and what its post-job steps print after
+    `Post job cleanup.` (the checkout's git commands that remove its credentials, a cache's upload)
+    up to the next step, in clean lines (`words_at`: the lines holding one of HOUSEKEEPING_WORDS):
+    neither says why the job failed. A line `failing` says is a failure stays one."""
+    found: list[int] = []
     done = 0
-    for i in sorted(lines_with(text, _HOUSEKEEPING_WORDS, line_starts(clean))):
-        if failure[i] or not HOUSEKEEPING.match(clean[i]):
+    for i in sorted(words_at):
+        if i < done or not HOUSEKEEPING.match(clean[i]) or failing(i):
             continue
-        advice[i] = True
+        found.append(i)
         if clean[i].startswith("Post job cleanup."):
-            j = max(i + 1, done)
+            j = i + 1
             while j < len(clean) and not clean[j].startswith(("##[group]Run ", "##[error]")):
-                advice[j] = not failure[j] and clean[j].strip() != ""
+                if clean[j].strip() and not failing(j):
+                    found.append(j)
                 j += 1
             done = j
+    return found
+
+
+def is_failure(line: str) -> bool:
+    """Whether a clean line says a failure by its own structure (a rougher test than classify's:
+    no pass, zero-tally or linter checks), for callers that judge a few lines."""
+    return _is_failure(line[:_SCAN_CHARS])
 
 
 def classify(raw: list[str], clean_text: str) -> Lines:
@@ -267,7 +282,9 @@ def classify(raw: list[str], clean_text: str) -> Lines:
     for i in _lint_lines(clean_text, clean):
         if not passing[i]:
             hinted[i] = failure[i] = True
-    _mark_housekeeping(clean, clean_text, failure, advice)
+    words_at = lines_with(clean_text, HOUSEKEEPING_WORDS, line_starts(clean))
+    for i in housekeeping(clean, words_at, failure.__getitem__):
+        advice[i] = True
     # what a line shows is its clean form (clean.clean_text: no colours, no leading stamps), but for
     # carriage returns inside it, which cleaning turns into spaces: such a line keeps them
     shown = clean

@@ -205,10 +205,18 @@ def test_gitlab_and_jenkins_logs_keep_their_verdicts() -> None:
     gitlab = ["\x1b[0Ksection_start:1738555200:step_script\r\x1b[0K\x1b[0;33mExecuting step\x1b[0m"]
     gitlab += [*filler(200), "$ cargo test", "test result: FAILED. 11 passed; 1 failed; 0 ignored"]
     gitlab += ["\x1b[0Ksection_end:1738555260:step_script\r\x1b[0K"]
+    gitlab += ["\x1b[0Ksection_start:1738555261:cleanup_file_variables\r\x1b[0K\x1b[0;m\x1b[32;1mCleaning up"]
+    gitlab[-1] += " project directory and file based variables\x1b[0;m"  # (the runner's, after every job)
+    gitlab += ["\x1b[0Ksection_end:1738555261:cleanup_file_variables\r\x1b[0K"]
     gitlab += ["\x1b[31;1mERROR: Job failed: exit code 101\x1b[0;m"]
     out = shown("\n".join(gitlab))
     assert "test result: FAILED. 11 passed; 1 failed; 0 ignored" in out
     assert "ERROR: Job failed: exit code 101" in out and "\x1b" not in out
+    lines = classify(gitlab, clean_text("\n".join(gitlab)))
+    assert lines.advice[-4:] == [True, True, True, False]  # two sections' ends, the clean-up; not the verdict
+    small = shown("\n".join(gitlab), max_chars=200)
+    assert "ERROR: Job failed: exit code 101" in small and "test result: FAILED" in small, small
+    assert "Cleaning up" not in small and "section_end" not in small, small
     jenkins = ["[Pipeline] stage", "[Pipeline] { (Test)", *filler(200), "[Pipeline] }"]
     jenkins += ["ERROR: script returned exit code 2", "[Pipeline] End of Pipeline", "Finished: FAILURE"]
     out = shown("\n".join(jenkins))

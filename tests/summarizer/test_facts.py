@@ -194,6 +194,27 @@ def test_a_ci_log_s_set_up_is_no_source_of_key_facts() -> None:
     assert fact_source("no steps here\n2.53.0") == "no steps here\n2.53.0"
 
 
+def test_a_ci_log_s_housekeeping_is_no_source_of_key_facts() -> None:
+    """A step's `shell:` line and what post-job steps print after `Post job cleanup.` (the checkout
+    removing its credentials) are the runner's, in every job: their paths are no key facts. A post-job
+    step that fails is no housekeeping."""
+    failing = ["##[group]Run npm test", "npm test", "shell: /usr/bin/bash -e {0}", "##[endgroup]"]
+    failing += ["src/ledger.test.js:12: AssertionError: expected 3 to equal 4"]
+    failing += ["##[error]Process completed with exit code 1.", "Post job cleanup."]
+    post = ["[command]/usr/bin/git config --local --name-only --get-regexp core\\.sshCommand"]
+    post += ["Removing credentials config '/home/runner/work/_temp/git-credentials-5b03-4f53.config'"]
+    post += ["[command]/usr/bin/git config --local --unset includeIf.gitdir:/home/runner/work/app/.git.path"]
+    text = _gha([*failing, *post, "Cleaning up orphan processes"])
+    source = fact_source(text)
+    assert source.count("\n") == text.count("\n")
+    facts = extract_facts(source)
+    assert "src/ledger.test.js" in facts and "with exit code 1" in facts
+    assert not any("/usr/bin/bash" in f or "git-credentials" in f or "includeIf" in f for f in facts), facts
+    assert any("git-credentials" in f for f in extract_facts(text))  # (what the post-job steps gave before)
+    broken = _gha([*failing, "Error: Failed to save cache: /home/runner/.npm/_cacache is not writable"])
+    assert "Failed to save cache" in fact_source(broken)
+
+
 def test_a_big_family_of_numbered_paths_leaves_room_for_the_others() -> None:
     """240 compiled files `mod000.c` ... `mod239.c` would take every path slot: two of them are key
     facts, and the paths named once (the failing build's) keep theirs; a few numbered ones stay."""
