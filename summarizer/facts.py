@@ -403,13 +403,34 @@ def _numbers(text: str, cap: int) -> Iterator[_Found]:
             yield _Found(0, start, text[start : m.end()].rstrip("."))
 
 
+_REF_HEAD = 80  # characters before an issue reference on its line that say what kind of number it is
+
+
 def _references(text: str, cap: int) -> Iterator[_Found]:
-    """Issue numbers and exit codes: literal-prefixed, cheap enough to scan the whole text."""
-    for n, m in enumerate(_ISSUE.finditer(text)):
-        if n >= cap:
+    """Issue numbers and exit codes: literal-prefixed, cheap enough to scan the whole text.
+
+    A `#N` that follows the same words on many lines is a counter, not an issue: ctest's
+    `12/302 Test  #12: mod11_roundtrip ...`, a runner's `Step #3`. Of such a family (more than
+    FAMILY_BIG lines whose text before the number has one shape, compare :class:`_Families`),
+    FAMILY_MAX are kept, and its members past FAMILY_BIG + 1 do not count towards `cap`; `#1234`
+    and `#1250` in two different lines stay two issues."""
+    refs: list[tuple[int, str, str]] = []
+    heads: Counter[str] = Counter()
+    for m in _ISSUE.finditer(text):
+        if len(refs) >= cap:
             break
-        if _word_start(text, m.start()):
-            yield _Found(0, m.start(), m[0])
+        if not _word_start(text, m.start()):
+            continue
+        lo = max(m.start() - _REF_HEAD, text.rfind("\n", max(0, m.start() - _REF_HEAD), m.start()) + 1)
+        head = number_shape(" ".join(text[lo : m.start()].split()))
+        heads[head] += 1
+        if heads[head] <= FAMILY_BIG + 1:
+            refs.append((m.start(), m[0], head))
+    kept: Counter[str] = Counter()
+    for pos, ref, head in refs:
+        kept[head] += 1
+        if heads[head] <= FAMILY_BIG or kept[head] <= FAMILY_MAX:
+            yield _Found(0, pos, ref)
     for n, m in enumerate(_RETURNCODE.finditer(text)):
         if n >= cap:
             break

@@ -69,10 +69,15 @@ _FAILURE_ANY: Final = tuple(
             r"(?:error|Error|ERROR)(?:\[E\d+\]| [A-Z]{1,4}\d{3,5})?: |npm (?:ERR!|error )|AssertionError"
             # `error CS0103:` (MSBuild's codes), MSBuild's `1 Error(s)`, CMake's `CMake Error at x:3`
             r"|[1-9]\d* (?:errors?\b|Error\(s\))|\bError at [^\s:]+:\d+"
-            r"|Configuring incomplete, errors occurred|\sERROR(?: +\[ *\d+%\])?\s*$",
+            r"|Configuring incomplete, errors occurred|\sERROR(?: +\[ *\d+%\])?\s*$"
+            r"|^Errors while running CTest",  # ctest's last line when a test failed
         ),
         ("fatal", r"(?:fatal|FATAL): "),
         ("***", r"make(?:\[\d+\])?: \*\*\*"),
+        # ctest's verdict on a test: `12/302 Test  #12: name .....***Failed  0.01 sec`, `***Timeout`,
+        # `***Exception: SegFault`, `***Not Run`; its summary's `The following tests FAILED:`
+        ("***", r"\.{3,} *\*\*\*(?:Failed|Exception|Timeout|Not Run)\b"),
+        ("the following tests failed", r"^The following tests FAILED:"),
         ("panicked", r"panicked at"),
         ("segmentation", r"Segmentation fault"),
         ("exit", r"(?:[Ee]xit(?:ed)?|exiting) (?:with )?(?:(?:exit )?code|status):? -?[1-9]|with exit code"),

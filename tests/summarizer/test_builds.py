@@ -18,6 +18,7 @@ from summarizer.layout import NAMES_LABEL
 from tests.fixtures.builds import (
     cargo_test,
     cmake_configure,
+    ctest_run,
     make_gcc,
     make_link,
     maven_javac,
@@ -121,6 +122,19 @@ CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
             "Configuring incomplete, errors occurred!",
         ),
         r"mod\d+",
+    ),
+    "ctest": (  # a counter on every line (`Test #152:`) is no issue reference: two of it, not 40
+        ctest_run,
+        (
+            "Test #152: ledger_totals_round_up",
+            "totals must round up (got 10.004)",
+            "Test #153: ledger_parses_port",
+            "bad port 80800",
+            "2 tests failed out of 302",
+            "The following tests FAILED:",
+            "Errors while running CTest",
+        ),
+        r"#\d+",
     ),
 }
 

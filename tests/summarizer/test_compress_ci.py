@@ -409,6 +409,12 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("app/views.py:3:0: C0114: Missing module docstring (missing-module-docstring)", True),  # pylint
         ("CMake Error at cmake/deps.cmake:41 (message):", True),
         ("-- Configuring incomplete, errors occurred!", True),
+        ("152/302 Test #152: ledger_totals_round_up ...........***Failed    0.01 sec", True),  # ctest
+        ("  7/302 Test   #7: ledger_parses_port ...............***Exception: SegFault  0.02 sec", True),
+        (" 12/302 Test  #12: ledger_reads_config ..............***Timeout  60.01 sec", True),
+        (" 13/302 Test  #13: mod012_roundtrip .................   Passed    0.00 sec", False),
+        ("The following tests FAILED:", True),
+        ("Errors while running CTest", True),
         ("An error occurred while minifying. The result will not be minified.", False),
         ("[ERROR] Re-run Maven using the -X switch to enable full debug logging.", False),
         ("[ERROR] To see the full stack trace of the errors, re-run Maven with the -e switch.", False),

@@ -230,3 +230,16 @@ def test_issue_numbers_are_no_family() -> None:
     """`#1234` and `#1250` are two issues: numbers and URLs keep every slot they win."""
     text = "fixes " + " ".join(f"#{1200 + 10 * i}" for i in range(8)) + "\n"
     assert sum(1 for f in extract_facts(text, 40) if "#12" in f) == 8
+
+
+def test_a_counter_on_every_line_is_a_family_not_issues() -> None:
+    """ctest numbers every test (`12/302 Test  #12: name ...   Passed`): the same words before a
+    `#N` on many lines make it a counter, of which two are kept, and the 300 of them neither fill the
+    numbers' slots nor end the scan before the issue the log names further on."""
+    row = "{0:3d}/300 Test {1:>4}: mod{0:03d}_roundtrip ......   Passed    0.00 sec"
+    rows = [row.format(i, f"#{i}") for i in range(300)]
+    text = "\n".join([*rows, "see #4711 for the flaky port test", "Merge pull request #4712 from x/y"])
+    facts = extract_facts(text, 40)
+    counters = [f for f in facts if f.startswith("#") and "#47" not in f]
+    assert len(counters) == 2, facts
+    assert "#4711" in facts and any("#4712" in f for f in facts), facts  # (`Merge pull request #4712`)
