@@ -41,15 +41,19 @@ from summarizer.textscan import line_starts, lines_with
 
 # failures the start of a line says (tried with .match)
 _FAILURE_START: Final = re.compile(
-    r"[ \t]*(?:##\[error\]|::error\b|\[(?:ERROR|FATAL|FAIL(?:ED|URE)?)\]|(?:ERROR|FATAL|FAIL(?:ED|URE)?)\b"
+    r"[ \t]*(?:##\[error\]|::error\b|\[(?:ERROR|FATAL|FAIL(?:ED|URE)?|error)\]"  # (sbt's `[error] `)
+    r"|(?:ERROR|FATAL|FAIL(?:ED|URE)?)\b"
     r"|E {2,}\S|--- FAIL\b|={1,3} FAIL\b|[✕✗✖×●❌]\s|>{3} |Caused by:|Exception in thread |panic: "
     r"|goroutine \d+ \[|not ok\b(?= \d| -|\s*$)"
     r"|Traceback \(most recent call last\)|(?:[\w.$]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault)\b[:!]?"
     r"|thread '[^']*'(?: \(\d+\))? panicked|error(?:\[E\d+\]|\s+TS\d+)?:|fatal:|FAILURE:|B(?:UILD|uild) FAIL"
     # PHPUnit's verdict; dotnet test's failed test (`  Failed Ns.Test [12 ms]`) and verdict
-    r"|(?:FAILURES|ERRORS)!|Failed \S+ \[|Failed! +- Failed:)"
+    r"|(?:FAILURES|ERRORS)!|Failed \S+ \[|Failed! +- Failed:"
+    # rspec's failed examples (`rspec ./spec/x_spec.rb:10 # User validates email`), Elixir's
+    # `** (CompileError) lib/app.ex:3: ...`, minitest's `  1) Failure:` / `  2) Error:`
+    r"|rspec \./\S+:\d+ #|\*\* \([A-Z][\w.]*(?:Error|Exception)\) |\d+\) (?:Failure|Error):$)"
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
-    r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2}\S"  # eslint's stylish format: `  3:7  error  'x' is ...`
+    r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2,}\S"  # eslint's stylish format `  3:7  error  'x' is ...`, yamllint's
 )
 # a linter's or compiler's diagnostic, which need hold no error word: `x.py:1:8: F401 ...` (flake8,
 # ruff's concise format, pylint's `C0114:`: a path, then this); Go's `./x.go:5:2: undefined: f` (its
@@ -86,11 +90,14 @@ _FAILURE_ANY: Final = tuple(
         (
             "fail",
             r"[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|failures?)\b|tests? failed\b|BUILD FAIL"
-            r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to |(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild) failed"
+            r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to "
+            r"|(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild|[Cc]ompilation) failed"
             r"|: *(?:FAILURE|FAILED)\b|\b(?:Failures|Errors|Failed): +[1-9]"  # `Tests: 5, Failures: 1.`
             # a test's verdict at the line's end (Gradle's `Test > posts() FAILED`, `> Task :app:test
             # FAILED`, pytest -v's `test_x.py::test_y FAILED [ 50%]`), Gradle's `* What went wrong:`
-            r"|\sFAILED(?: +\[ *\d+%\])?\s*$|Execution failed for task",
+            r"|\sFAILED(?: +\[ *\d+%\])?\s*$|Execution failed for task"
+            # tox 4: `py311: FAIL code 1 (3.2 seconds)`, `py311: FAIL ✖ in 3.2 s`, `evaluation failed :(`
+            r"|: FAIL (?:code -?[1-9]|✖ in )|evaluation failed :\(",
         ),
         ("....", r"\.{4,} *(?:ERROR|Error) *$"),
         ("denied", r"(?:Permission|permission|Access|access) denied"),
@@ -109,7 +116,7 @@ _FAILURE_ANY: Final = tuple(
 )
 # a runner's advice after a failure (how to see more, where help is, how to resume): tried with .match
 ADVICE: Final = re.compile(
-    r"[ \t]*(?:\[(?:ERROR|FATAL)\]|npm ERR!|npm error)[ \t]*(?:$"
+    r"[ \t]*(?:\[(?:ERROR|FATAL|error)\]|npm ERR!|npm error)[ \t]*(?:$"
     r"|(?:To see the full stack trace of the errors, )?[Rr]e-?run \S+ (?:with|using) (?:the )?-\w+ "
     r"(?:switch|option)"
     r"|For more information about the errors and possible solutions"
@@ -181,7 +188,7 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable", "not ok",
     "undefined reference", "undefined symbols", "multiple definition", "unresolved external",
-    "reformat", "code style issues",
+    "reformat", "code style issues", "rspec ./",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

@@ -415,6 +415,20 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         (" 13/302 Test  #13: mod012_roundtrip .................   Passed    0.00 sec", False),
         ("The following tests FAILED:", True),
         ("Errors while running CTest", True),
+        ("  3:1       error    wrong indentation: expected 2 but found 0  (indentation)", True),  # yamllint
+        ("  5:3       warning  truthy value should be one of [false, true]  (truthy)", False),
+        ("[error] /src/main/scala/App.scala:3:5: not found: value foo", True),  # sbt
+        ("[error] (Compile / compileIncremental) Compilation failed", True),
+        ("[error] ", False),
+        ("[info] compiling 3 Scala sources to /src/target/scala-2.13/classes ...", False),
+        ("  py311: FAIL code 1 (3.21=setup[0.5]+cmd[2.71] seconds)", True),  # tox 4
+        ("py311: FAIL ✖ in 3.21 seconds", True),
+        ("  evaluation failed :( (3.30 seconds)", True),
+        ("  py312: OK (2.10=setup[0.40]+cmd[1.70] seconds)", False),
+        ("rspec ./spec/models/user_spec.rb:10 # User validates email", True),  # rspec's failed examples
+        ("** (CompileError) lib/app.ex:3: undefined function foo/0", True),  # Elixir
+        ("  1) Failure:", True),  # minitest
+        ("12 runs, 12 assertions, 0 failures, 0 errors, 0 skips", False),
         ("An error occurred while minifying. The result will not be minified.", False),
         ("[ERROR] Re-run Maven using the -X switch to enable full debug logging.", False),
         ("[ERROR] To see the full stack trace of the errors, re-run Maven with the -e switch.", False),
@@ -460,7 +474,8 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
 def test_a_line_is_a_failure_by_its_structure_and_a_runner_s_advice_is_not(line: str, failure: bool) -> None:
     lines = classify([line], line)
     assert lines.failure[0] is failure
-    assert lines.advice[0] is (line.startswith(("[ERROR]", "npm ERR!", "npm error")) and not failure)
+    runner = line.startswith(("[ERROR]", "[error]", "npm ERR!", "npm error"))
+    assert lines.advice[0] is (runner and not failure)
 
 
 def test_ruff_s_full_format_is_a_failure_by_its_code_and_location() -> None:
