@@ -51,7 +51,10 @@ _FAILURE_START: Final = re.compile(
     r"|(?:FAILURES|ERRORS)!|Failed \S+ \[|Failed! +- Failed:"
     # rspec's failed examples (`rspec ./spec/x_spec.rb:10 # User validates email`), Elixir's
     # `** (CompileError) lib/app.ex:3: ...`, minitest's `  1) Failure:` / `  2) Error:`
-    r"|rspec \./\S+:\d+ #|\*\* \([A-Z][\w.]*(?:Error|Exception)\) |\d+\) (?:Failure|Error):$)"
+    r"|rspec \./\S+:\d+ #|\*\* \([A-Z][\w.]*(?:Error|Exception)\) |\d+\) (?:Failure|Error):$"
+    # pnpm's ` ERR_PNPM_NO_OFFLINE_META  Failed to resolve ...`, ` ELIFECYCLE  Test failed. ...`; apt's
+    # `E: Unable to locate package libfoo-dev`
+    r"|ERR_PNPM_[A-Z_]+ |ELIFECYCLE |E: \S)"
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
     r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2,}\S"  # eslint's stylish format `  3:7  error  'x' is ...`, yamllint's
 )
@@ -84,6 +87,7 @@ _FAILURE_ANY: Final = tuple(
         ("the following tests failed", r"^The following tests FAILED:"),
         ("panicked", r"panicked at"),
         ("segmentation", r"Segmentation fault"),
+        ("killed", r"^\s*Killed\s*$|\b\d+ Killed\s"),  # the shell's word for a SIGKILL (out of memory)
         ("exit", r"(?:[Ee]xit(?:ed)?|exiting) (?:with )?(?:(?:exit )?code|status):? -?[1-9]|with exit code"),
         ("returned", r"[Rr]eturned (?:with )?(?:(?:exit )?code|status):? -?[1-9]"),
         ("terminated", r"terminated (?:with )?(?:(?:exit )?code|status):? -?[1-9]"),
@@ -188,7 +192,7 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable", "not ok",
     "undefined reference", "undefined symbols", "multiple definition", "unresolved external",
-    "reformat", "code style issues", "rspec ./",
+    "reformat", "code style issues", "rspec ./", "err_pnpm_",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

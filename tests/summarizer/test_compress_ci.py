@@ -428,6 +428,13 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("rspec ./spec/models/user_spec.rb:10 # User validates email", True),  # rspec's failed examples
         ("** (CompileError) lib/app.ex:3: undefined function foo/0", True),  # Elixir
         ("  1) Failure:", True),  # minitest
+        (" ERR_PNPM_NO_OFFLINE_META  Failed to resolve left-padd@latest in package mirror", True),  # pnpm 9
+        (" ELIFECYCLE  Test failed. See above for more details.", True),
+        (" WARN   Local package.json exists, but node_modules missing, did you mean to install?", False),
+        ("E: Unable to locate package libfoo-dev", True),  # apt
+        ("Killed", True),  # the shell, after a SIGKILL
+        ("/home/runner/work/_temp/x.sh: line 3:  4711 Killed                  python train.py", True),
+        ("Killed 3 stale workers", False),
         ("12 runs, 12 assertions, 0 failures, 0 errors, 0 skips", False),
         ("An error occurred while minifying. The result will not be minified.", False),
         ("[ERROR] Re-run Maven using the -X switch to enable full debug logging.", False),
