@@ -410,7 +410,7 @@ def _references(text: str, cap: int) -> Iterator[_Found]:
     """Issue numbers and exit codes: literal-prefixed, cheap enough to scan the whole text.
 
     A `#N` that follows the same words on many lines is a counter, not an issue: ctest's
-    `12/302 Test  #12: mod11_roundtrip ...`, a runner's `Step #3`. Of such a family (more than
+    `12/302 Test  #12: mod11_roundtrip ...`, BuildKit's `#12 [3/5] RUN make`. Of such a family (more than
     FAMILY_BIG lines whose text before the number has one shape, compare :class:`_Families`),
     FAMILY_MAX are kept, and its members past FAMILY_BIG + 1 do not count towards `cap`; `#1234`
     and `#1250` in two different lines stay two issues."""
