@@ -411,11 +411,11 @@ def _references(text: str, cap: int) -> Iterator[_Found]:
 
     A `#N` that follows the same words on many lines is a counter, not an issue: ctest's
     `12/302 Test  #12: mod11_roundtrip ...`, BuildKit's `#12 [3/5] RUN make`. Of such a family (more than
-    FAMILY_BIG lines whose text before the number has one shape, compare :class:`_Families`),
+    FAMILY_BIG lines whose text before the number has one shape, counted by :class:`_Families`),
     FAMILY_MAX are kept, and its members past FAMILY_BIG + 1 do not count towards `cap`; `#1234`
     and `#1250` in two different lines stay two issues."""
     refs: list[tuple[int, str, str]] = []
-    heads: Counter[str] = Counter()
+    families = _Families()  # keyed by the text before each reference, number-shaped
     for m in _ISSUE.finditer(text):
         if len(refs) >= cap:
             break
@@ -423,13 +423,12 @@ def _references(text: str, cap: int) -> Iterator[_Found]:
             continue
         lo = max(m.start() - _REF_HEAD, text.rfind("\n", max(0, m.start() - _REF_HEAD), m.start()) + 1)
         head = number_shape(" ".join(text[lo : m.start()].split()))
-        heads[head] += 1
-        if heads[head] <= FAMILY_BIG + 1:
+        if not families.excess(head):
             refs.append((m.start(), m[0], head))
     kept: Counter[str] = Counter()
     for pos, ref, head in refs:
         kept[head] += 1
-        if heads[head] <= FAMILY_BIG or kept[head] <= FAMILY_MAX:
+        if families.seen[head] <= FAMILY_BIG or kept[head] <= FAMILY_MAX:
             yield _Found(0, pos, ref)
     for n, m in enumerate(_RETURNCODE.finditer(text)):
         if n >= cap:

@@ -80,10 +80,10 @@ _FAILURE_ANY: Final = tuple(
             r"|^Errors while running CTest",  # ctest's last line when a test failed
         ),
         ("fatal", r"(?:fatal|FATAL): "),
-        ("***", r"make(?:\[\d+\])?: \*\*\*"),
-        # ctest's verdict on a test: `12/302 Test  #12: name .....***Failed  0.01 sec`, `***Timeout`,
-        # `***Exception: SegFault`, `***Not Run`; its summary's `The following tests FAILED:`
-        ("***", r"\.{3,} *\*\*\*(?:Failed|Exception|Timeout|Not Run)\b"),
+        # make's `make: *** [Makefile:3: all] Error 1`; ctest's verdict on a test: `12/302 Test  #12:
+        # name .....***Failed  0.01 sec`, `***Timeout`, `***Exception: SegFault`, `***Not Run`
+        ("***", r"make(?:\[\d+\])?: \*\*\*|\.{3,} *\*\*\*(?:Failed|Exception|Timeout|Not Run)\b"),
+        # ctest's summary
         ("the following tests failed", r"^The following tests FAILED:"),
         ("panicked", r"panicked at"),
         ("segmentation", r"Segmentation fault"),
