@@ -8,7 +8,10 @@ Works on clean lines (summarizer.compress.clean). A line is:
   `not ok 3 - name` (node --test, prove, bats), a linker's `undefined reference to 'f'`, `CMake
   Error at CMakeLists.txt:3`, a linter's `x.py:1:8: F401 ...` or `  3:7  error  ...` (flake8, ruff,
   pylint, eslint), Go's `./x.go:5:2: undefined: f`, Kotlin's `e: App.kt: ...`, a formatter's `would
-  reformat x.py`, `2 files would be reformatted` (black, ruff format), ...;
+  reformat x.py`, `2 files would be reformatted` (black, ruff format); and the verdicts of many
+  other tools: prove's `Result: FAIL`, a C program's `Assertion `x' failed.` and `Aborted`, the
+  sanitizers' and valgrind's reports, git's `CONFLICT (content):`, Bazel's `FAILED in 0.5s`, R's
+  `Execution halted`, a Go test's `x_test.go:12: got 1`, coverage thresholds not reached, ...;
 * a *pass* line when it reports a passing test (`PASSED`, `ok`, `✓`, `[  OK  ]`): never a failure, even
   when the test's name says "error";
 * a *mention* line when an error word merely appears in it ("error-handler", "0 errors", "cannot").
@@ -54,7 +57,23 @@ _FAILURE_START: Final = re.compile(
     r"|rspec \./\S+:\d+ #|\*\* \([A-Z][\w.]*(?:Error|Exception)\) |\d+\) (?:Failure|Error):$"
     # pnpm's ` ERR_PNPM_NO_OFFLINE_META  Failed to resolve ...`, ` ELIFECYCLE  Test failed. ...`; apt's
     # `E: Unable to locate package libfoo-dev`
-    r"|ERR_PNPM_[A-Z_]+ |ELIFECYCLE |E: \S)"
+    r"|ERR_PNPM_[A-Z_]+ |ELIFECYCLE |E: \S"
+    # pytest-xdist's `[gw1] [ 50%] FAILED tests/x.py::t`; bun's `(fail) suite > test [0.12ms]`; prove's
+    # `Result: FAIL`, `Dubious, test returned 1 (wstat 256, 0x100)`, `Failed 1/3 subtests`, Test::More's
+    # `#   Failed test 'name'` and `# Looks like you failed 1 test of 3.`; automake's `# FAIL:  1`
+    r"|\[gw\d+\] \[ *\d+%\] (?:FAILED|ERROR) |\(fail\) |Result: FAIL\b|Dubious, test returned [1-9]"
+    r"|Failed [1-9]\d*/\d+ subtests|#\s+Failed test\b|# Looks like you failed [1-9]"
+    r"|# (?:FAIL|ERROR|XPASS): +[1-9]"
+    # vstest's verdict, .NET's crash, R's `Error in f(x) : ...` and `Execution halted`, kubectl's
+    r"|Test Run Failed\.|Unhandled exception\. |Error in .+ : |Execution halted\s*$|Error from server \("
+    # a C++ program's end on an exception; abort() from the shell (`Aborted (core dumped)`)
+    r"|terminate called after throwing|Aborted(?: \(core dumped\))?\s*$"
+    # git: a merge's conflicts, a push refused
+    r"|CONFLICT \([\w/ -]+\): |Automatic merge failed;|! \[(?:remote )?rejected\] "
+    # black's verdict; cabal's and stack's; coverage.py's `--fail-under`; the go command's own errors
+    r"|Oh no! 💥|Test suite \S+: FAIL\b|Test suite failure for package |Coverage failure: "
+    r"|go: .*(?:: not found|error loading|missing go\.sum entry|unknown revision|invalid version)"
+    r"|timeout: the monitored command dumped core)"
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
     r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2,}\S"  # eslint's stylish format `  3:7  error  'x' is ...`, yamllint's
 )
@@ -87,13 +106,44 @@ _FAILURE_ANY: Final = tuple(
         ("the following tests failed", r"^The following tests FAILED:"),
         ("panicked", r"panicked at"),
         ("segmentation", r"Segmentation fault"),
-        ("killed", r"^\s*Killed\s*$|\b\d+ Killed\s"),  # the shell's word for a SIGKILL (out of memory)
-        ("exit", r"(?:[Ee]xit(?:ed)?|exiting) (?:with )?(?:(?:exit )?code|status):? -?[1-9]|with exit code"),
+        ("killed", r"^\s*Killed\s*$|\b\d+ Killed\s|\bOOMKilled\b"),  # the shell's word for a SIGKILL
+        ("aborted", r"\b\d+ Aborted\s"),  # (bash's `line 1:  6863 Aborted   ./a x`), Kubernetes' OOM kill
+        ("sanitizer", r"\b(?:Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer: "),
+        ("definitely lost", r"definitely lost: [1-9]"),  # valgrind's leak summary
+        ("assertion", r"Assertion [`'].*' failed|Assertion with \S+ failed"),  # C's assert(), ExUnit's
+        # the linker's missing library (GNU ld, then Apple's)
+        ("ld", r"\bld(?:\.\w+)?: (?:cannot find -l|library not found for -l)|symbol\(s\) not found for arch"),
+        ("cannot find module", r"Cannot find module '"),  # node, jest
+        ("marked build as failure", r"marked build as failure"),  # Jenkins
+        ("_test.go:", r"^\s+[\w.-]+_test\.go:\d+: "),  # a Go test's t.Errorf
+        (
+            "could not resolve",
+            r"Could not resolve (?:dependencies for project|all (?:files|dependencies|artifacts))",
+        ),
+        ("failed asserting", r"Failed asserting that"),  # PHPUnit
+        ("test case '", r"Test Case '.+' failed \("),  # XCTest
+        (") test ", r"^\s*\d+\) test .+ \([\w.]+\)$"),  # ExUnit's failed test
+        ("] › ", r"^\s*\d+\) \[[\w .-]+\] › "),  # Playwright's failed test
+        ("timed out retrying", r"Timed out retrying after \d+ms: "),  # Cypress
+        # pytest-cov's and jest's coverage thresholds; GitHub Actions' time limit
+        ("cov", r"Required test coverage of \S+ not reached|coverage threshold for \w+ \(\S+\) not met"),
+        ("maximum execution time", r"has exceeded the maximum execution time of"),
+        ("non-zero code", r"returned a non-zero code: [1-9]"),  # docker build's legacy builder
+        ("exitfailure", r"ExitFailure [1-9]"),  # Haskell's
+        ("not found", r"^(?:\S*/)?(?:ba|da)?sh: (?:line )?\d+: .+: not found$"),  # dash's command not found
+        ("unable to resolve host", r"unable to resolve host address"),  # wget
+        # actionlint's `ci.yml:12:5: property "foo" is not defined [expression]`, yamllint's parsable format
+        ("ml:", r"\.ya?ml:\d+:\d+: (?:\[error\] |.+ \[[a-z][\w-]*\]$)"),
+        (
+            "exit",
+            r"(?:[Ee]xit(?:ed)?|exiting) (?:with )?(?:(?:exit )?code|status):? -?[1-9]|with exit code"
+            r"|\bexited with -?[1-9]\d*\.?\s*$",  # Travis' `The command "npm test" exited with 1.`
+        ),
         ("returned", r"[Rr]eturned (?:with )?(?:(?:exit )?code|status):? -?[1-9]"),
         ("terminated", r"terminated (?:with )?(?:(?:exit )?code|status):? -?[1-9]"),
         (
             "fail",
-            r"[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|failures?)\b|tests? failed\b|BUILD FAIL"
+            r"[1-9]\d* (?:of \d+ )?(?:tests? )?(?:failed|failing|failures?)\b|[Tt]ests? failed\b|BUILD FAIL"
             r"|\.{4,} *(?:Failed|FAILED|FAIL) *$|[Ff]ailed to "
             r"|(?:[Cc]ommand|[Ss]tep|[Jj]ob|[Bb]uild|[Cc]ompilation) failed"
             r"|: *(?:FAILURE|FAILED)\b|\b(?:Failures|Errors|Failed): +[1-9]"  # `Tests: 5, Failures: 1.`
@@ -101,7 +151,9 @@ _FAILURE_ANY: Final = tuple(
             # FAILED`, pytest -v's `test_x.py::test_y FAILED [ 50%]`), Gradle's `* What went wrong:`
             r"|\sFAILED(?: +\[ *\d+%\])?\s*$|Execution failed for task"
             # tox 4: `py311: FAIL code 1 (3.2 seconds)`, `py311: FAIL ✖ in 3.2 s`, `evaluation failed :(`
-            r"|: FAIL (?:code -?[1-9]|✖ in )|evaluation failed :\(",
+            r"|: FAIL (?:code -?[1-9]|✖ in )|evaluation failed :\("
+            # Bazel's `//pkg:x_test    FAILED in 0.5s`, `... 12 tests pass and 2 fail locally.`
+            r"|\sFAILED in \d|\band [1-9]\d* fails? (?:locally|remotely)\b",
         ),
         ("....", r"\.{4,} *(?:ERROR|Error) *$"),
         ("denied", r"(?:Permission|permission|Access|access) denied"),
@@ -192,7 +244,10 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "assert", "err!", "***", ">>> ", "●", "✕", "✗", "✖", "×", "❌", "critical", "refused", "abort",
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable", "not ok",
     "undefined reference", "undefined symbols", "multiple definition", "unresolved external",
-    "reformat", "code style issues", "rspec ./", "err_pnpm_",
+    "reformat", "code style issues", "rspec ./", "err_pnpm_", "sanitizer", "definitely lost", "oh no!",
+    "_test.go:", "] › ", "not reached", "coverage threshold", "maximum execution time", "non-zero code",
+    "conflict (", "rejected] ", "execution halted", "terminate called", ".yml:", ".yaml:", "result: fail",
+    "ld: ", ") test ", "missing go.sum", "unknown revision", "invalid version",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

@@ -435,6 +435,71 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("Killed", True),  # the shell, after a SIGKILL
         ("/home/runner/work/_temp/x.sh: line 3:  4711 Killed                  python train.py", True),
         ("Killed 3 stale workers", False),
+        # recorded from real runs on this machine: gcc 12 and GNU ld, glibc's assert(), bash and dash,
+        # AddressSanitizer, valgrind 3.19, g++'s uncaught exception, prove (Perl 5.36), git 2.39
+        ("/usr/bin/ld: cannot find -lnotthere: No such file or directory", True),
+        ("a: a.c:3: main: Assertion `c == 0' failed.", True),
+        ("bash: line 1:  6863 Aborted                 ./a x", True),
+        ("Aborted (core dumped)", True),
+        ("Aborted 3 stale uploads", False),
+        ("sh: 1: foo: not found", True),
+        ("==6869==ERROR: AddressSanitizer: heap-buffer-overflow on address 0x602000000020 at pc 0x55", True),
+        ("SUMMARY: AddressSanitizer: heap-buffer-overflow /tmp/rec/a.c:3 in main", True),
+        ("==6912==    definitely lost: 4 bytes in 1 blocks", True),
+        ("==6912==    definitely lost: 0 bytes in 0 blocks", False),
+        ("terminate called after throwing an instance of 'std::runtime_error'", True),
+        ("#   Failed test 'two'", True),
+        ("# Looks like you failed 1 test of 3.", True),
+        ("Dubious, test returned 1 (wstat 256, 0x100)", True),
+        ("Failed 1/3 subtests ", True),
+        ("Result: FAIL", True),
+        ("Result: PASS", False),
+        ("CONFLICT (add/add): Merge conflict in f", True),
+        ("Automatic merge failed; fix conflicts and then commit the result.", True),
+        ("Auto-merging f", False),
+        # formats as their tools document them
+        ("[gw1] [ 50%] FAILED tests/test_api.py::test_upload", True),  # pytest-xdist
+        ("[gw0] [ 25%] PASSED tests/test_api.py::test_error_path", False),
+        ("(fail) cart > totals [0.12ms]", True),  # bun test
+        ("    cart_test.go:41: got 3, want 4", True),  # a Go test's t.Errorf
+        ("    cart.go:41: building the cart", False),
+        ("//ledger:post_test                                              FAILED in 0.5s", True),  # Bazel
+        ("Executed 12 out of 14 tests: 12 tests pass and 2 fail locally.", True),
+        ("Error in library(ggplot3) : there is no package called 'ggplot3'", True),  # R
+        ("Execution halted", True),
+        ("Test Run Failed.", True),  # vstest
+        ("Unhandled exception. System.InvalidOperationException: Sequence contains no elements", True),
+        ('Error from server (NotFound): deployments.apps "web" not found', True),  # kubectl
+        (" ! [rejected]        main -> main (fetch first)", True),  # git push
+        ("Oh no! 💥 💔 💥", True),  # black
+        ("All done! ✨ 🍰 ✨", False),
+        ("Test suite ledger-test: FAIL", True),  # cabal
+        ("Coverage failure: total of 79 is less than fail-under=80", True),  # coverage.py
+        ("Required test coverage of 80% not reached. Total coverage: 79.00%", True),  # pytest-cov
+        ("Required test coverage of 80% reached. Total coverage: 91.00%", False),
+        ('Jest: "global" coverage threshold for lines (80%) not met: 79.1%', True),
+        ("# FAIL:  1", True),  # automake's test-suite.log
+        ("# FAIL:  0", False),
+        ("Failed asserting that 1 matches expected 2.", True),  # PHPUnit
+        ("Test Case '-[LedgerTests testPost]' failed (0.001 seconds).", True),  # XCTest
+        ("Test Case '-[LedgerTests testRead]' passed (0.001 seconds).", False),
+        ("  1) test posts a batch (LedgerTest)", True),  # ExUnit
+        ("     Assertion with == failed", True),
+        ("  1) [chromium] › cart.spec.ts:3:5 › shows the total ───────────", True),  # Playwright
+        ("    Timed out retrying after 4000ms: Expected to find element: `#total`.", True),
+        ('The command "npm test" exited with 1.', True),  # Travis CI
+        ('The command "npm test" exited with 0.', False),
+        ("Build step 'Execute shell' marked build as failure", True),  # Jenkins
+        ("The command '/bin/sh -c make' returned a non-zero code: 2", True),  # docker build, legacy builder
+        ("  ledger-test:  exited with: ExitFailure 1", True),  # stack
+        ("go: example.com/ledger@v1.2.3: missing go.sum entry for go.mod file", True),
+        ("go: downloading golang.org/x/sys v0.1.0", False),
+        ("The job running on runner has exceeded the maximum execution time of 360 minutes.", True),
+        ("OOMKilled", True),  # Kubernetes
+        ('.github/workflows/ci.yml:12:5: property "foo" is not defined in object type [expression]', True),
+        ("ci.yaml:3:1: [error] wrong indentation: expected 2 but found 0 (indentation)", True),  # yamllint
+        ("ci.yaml:5:3: [warning] truthy value should be one of [false, true] (truthy)", False),
+        ("ld: library not found for -lssl", True),  # Apple's ld
         ("12 runs, 12 assertions, 0 failures, 0 errors, 0 skips", False),
         ("An error occurred while minifying. The result will not be minified.", False),
         ("[ERROR] Re-run Maven using the -X switch to enable full debug logging.", False),
