@@ -24,7 +24,9 @@ from tests.fixtures.builds import (
     maven_javac,
     maven_surefire,
     node_tap,
+    prove_run,
     ruff_check,
+    sanitized_c,
 )
 
 ADVICE = ("Re-run Maven using the -X switch", "[Help 1] http", "re-run Maven with the -e switch")
@@ -135,6 +137,28 @@ CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
             "Errors while running CTest",
         ),
         r"#\d+",
+    ),
+    "prove": (  # Test::More's diagnostics and prove's verdicts
+        prove_run,
+        (
+            "#   Failed test 'totals round up'",
+            "#     expected: '10.01'",
+            "Dubious, test returned 1",
+            "t/ledger_totals.t (Wstat: 256",
+            "Result: FAIL",
+        ),
+        r"mod\d+\.t",
+    ),
+    "AddressSanitizer": (
+        sanitized_c,
+        (
+            "case ledger-header-too-long",
+            "ERROR: AddressSanitizer: heap-buffer-overflow",
+            "in pack_record pack.c:4",
+            "SUMMARY: AddressSanitizer: heap-buffer-overflow",
+            "exit code 1",
+        ),
+        r"rec\d+",
     ),
 }
 
