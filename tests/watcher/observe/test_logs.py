@@ -113,3 +113,28 @@ def test_console_output_on_a_tty(tmp_path: Path) -> None:
     ready = next(line for line in text.splitlines() if "ready" in line)
     assert not ready.lstrip().startswith("{"), text
     assert "[info" in ready and "endpoint=" in ready
+
+
+def test_a_logger_used_before_a_reload_follows_its_level_and_format(
+    captured: io.StringIO, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module's logger is bound and cached on its first line; a reload's level and format still
+    reach it (the daemon's own lines do not go through the standard library's level)."""
+    monkeypatch.setattr(sys, "stderr", captured)  # (pytest swapped its own in between setup and call)
+    log = logs.get("compactd.reloaded")
+    log.info("first", n=1)
+    log.debug("below the level: dropped")
+    logs.configure("debug", "json")
+    log.debug("now shown", n=2)
+    log.warning("formatted %s of %d", "one", 2)
+    logs.configure("warning", "console")
+    log.info("below the new level: dropped")
+    log.warning("readable", n=3)
+    got = lines(captured)
+    assert [(e["event"], e["level"], e["logger"]) for e in got] == [
+        ("first", "info", "compactd.reloaded"),
+        ("now shown", "debug", "compactd.reloaded"),
+        ("formatted one of 2", "warning", "compactd.reloaded"),
+    ]
+    console = captured.getvalue().splitlines()[-1]
+    assert "readable" in console and "n=3" in console and not console.startswith("{")
