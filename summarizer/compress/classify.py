@@ -106,8 +106,8 @@ _FAILURE_ANY: Final = tuple(
         ("the following tests failed", r"^The following tests FAILED:"),
         ("panicked", r"panicked at"),
         ("segmentation", r"Segmentation fault"),
-        ("killed", r"^\s*Killed\s*$|\b\d+ Killed\s|\bOOMKilled\b"),  # the shell's word for a SIGKILL
-        ("aborted", r"\b\d+ Aborted\s"),  # (bash's `line 1:  6863 Aborted   ./a x`), Kubernetes' OOM kill
+        ("killed", r"^\s*Killed\s*$|\b\d+ Killed\s|\bOOMKilled\b"),  # a shell's SIGKILL, Kubernetes' OOM kill
+        ("aborted", r"\b\d+ Aborted\s"),  # bash's `line 1:  6863 Aborted   ./a x` (a SIGABRT)
         ("sanitizer", r"\b(?:Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer: "),
         ("definitely lost", r"definitely lost: [1-9]"),  # valgrind's leak summary
         ("assertion", r"Assertion [`'].*' failed|Assertion with \S+ failed"),  # C's assert(), ExUnit's
