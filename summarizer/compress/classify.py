@@ -245,9 +245,9 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "timed out", "timeout", "killed", "invalid", "cannot", "could not", "unable", "not ok",
     "undefined reference", "undefined symbols", "multiple definition", "unresolved external",
     "reformat", "code style issues", "rspec ./", "err_pnpm_", "sanitizer", "definitely lost", "oh no!",
-    "_test.go:", "] › ", "not reached", "coverage threshold", "maximum execution time", "non-zero code",
-    "conflict (", "rejected] ", "execution halted", "terminate called", ".yml:", ".yaml:", "result: fail",
-    "ld: ", ") test ", "missing go.sum", "unknown revision", "invalid version",
+    "_test.go:", "] › ", "not reached", "coverage threshold", "maximum execution time",
+    "conflict (", "rejected] ", "execution halted", "terminate called", ".yml:", ".yaml:", ") test ",
+    "missing go.sum", "unknown revision", "invalid version",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)
