@@ -138,3 +138,20 @@ def test_a_logger_used_before_a_reload_follows_its_level_and_format(
     ]
     console = captured.getvalue().splitlines()[-1]
     assert "readable" in console and "n=3" in console and not console.startswith("{")
+
+
+def test_a_closed_stderr_loses_the_line_not_the_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    """journald gone, stderr closed: logging a line must not raise into the caller."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    gone = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", gone)
+    logs.configure("info", "json")
+    gone.close()
+    try:
+        logs.get("compactd.closed").info("into a closed stream", n=1)
+        logs.get("compactd.closed").error("and an error", n=2)
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+        structlog.reset_defaults()
