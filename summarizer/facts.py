@@ -438,7 +438,8 @@ def _references(text: str, cap: int) -> Iterator[_Found]:
 
 # ----------------------------------------------------------------------------------------------- urls
 
-_URL = re.compile(r"https?://[^\s<>\"'`)\]]{1,300}")
+# a URL names a host: `${URL#https://}` (a shell expansion) and `"https://" + host` are no URL
+_URL = re.compile(r"https?://\w[^\s<>\"'`)\]]{0,299}")
 
 
 def _urls(text: str, cap: int) -> Iterator[_Found]:

@@ -243,3 +243,18 @@ def test_a_counter_on_every_line_is_a_family_not_issues() -> None:
     counters = [f for f in facts if f.startswith("#") and "#47" not in f]
     assert len(counters) == 2, facts
     assert "#4711" in facts and any("#4712" in f for f in facts), facts  # (`Merge pull request #4712`)
+
+
+def test_a_url_names_a_host() -> None:
+    """A shell expansion that strips a scheme (`${URL#https://}`) or a string a script builds a URL
+    from holds `https://` with no host after it: no URL, no key fact; the real URL beside it is one."""
+    text = "\n".join(
+        [
+            'echo "GH_HOST=${GITHUB_SERVER_URL#https://}" >> $GITHUB_ENV',
+            "const url = 'https://' + host + '/api';",
+            "Image Release: https://github.com/actions/runner-images/releases/tag/ubuntu24",
+        ]
+    )
+    facts = extract_facts(text, 40)
+    assert not any(f.startswith("https://") and len(f) < 12 for f in facts), facts
+    assert "https://github.com/actions/runner-images/releases/tag/ubuntu24" in facts, facts
