@@ -79,11 +79,12 @@ setup_openhands() {
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 setup() {
-  # from Debian: Mosquitto (the MQTT tests' broker) and the sqlite3 shell (the tables tests print
-  # real query results with it)
+  # from Debian: Mosquitto (the MQTT tests' broker), the sqlite3 shell (the tables tests print
+  # real query results with it) and GoogleTest (a build test compiles and runs a failing suite)
   local pkgs=()
   command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || pkgs+=(mosquitto)
   command -v sqlite3 >/dev/null 2>&1 || pkgs+=(sqlite3)
+  [ -f /usr/include/gtest/gtest.h ] || pkgs+=(libgtest-dev)
   if [ ${#pkgs[@]} -gt 0 ]; then
     as_root apt-get update -q
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${pkgs[@]}"

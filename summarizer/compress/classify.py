@@ -46,7 +46,7 @@ from summarizer.textscan import line_starts, lines_with
 _FAILURE_START: Final = re.compile(
     r"[ \t]*(?:##\[error\]|::error\b|\[(?:ERROR|FATAL|FAIL(?:ED|URE)?|error)\]"  # (sbt's `[error] `)
     r"|(?:ERROR|FATAL|FAIL(?:ED|URE)?)\b"
-    r"|E {2,}\S|--- FAIL\b|={1,3} FAIL\b|[✕✗✖×●❌]\s|>{3} |Caused by:|Exception in thread |panic: "
+    r"|E {2,}\S|--- FAIL\b|={1,3} FAIL\b|[✕✗✖✘×●❌]\s|>{3} |Caused by:|Exception in thread |panic: "
     r"|goroutine \d+ \[|not ok\b(?= \d| -|\s*$)"
     r"|Traceback \(most recent call last\)|(?:[\w.$]+\.)?[A-Z]\w*(?:Error|Exception|Failure|Fault)\b[:!]?"
     r"|thread '[^']*'(?: \(\d+\))? panicked|error(?:\[E\d+\]|\s+TS\d+)?:|fatal:|FAILURE:|B(?:UILD|uild) FAIL"
@@ -73,8 +73,24 @@ _FAILURE_START: Final = re.compile(
     # black's verdict; cabal's and stack's; coverage.py's `--fail-under`; the go command's own errors
     r"|Oh no! 💥|Test suite \S+: FAIL\b|Test suite failure for package |Coverage failure: "
     r"|go: .*(?:: not found|error loading|missing go\.sum entry|unknown revision|invalid version)"
-    r"|timeout: the monitored command dumped core)"
-    r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
+    r"|timeout: the monitored command dumped core"
+    # GoogleTest's failed test and its list (`[  FAILED  ] Suite.Test (0 ms)`); Sphinx's `-W`;
+    # ssh's and sudo's own refusals
+    r"|\[ +FAILED +\] |Warning, treated as error:"
+    r"|ssh: (?:connect to host \S+ port \d+: |Could not resolve hostname )"
+    r"|sudo: (?:a terminal is required|a password is required|\d+ incorrect password)"
+    # esbuild's `X [ERROR] Could not resolve "x"` (`✘` above where the terminal has it); vite's
+    # `error during build:`; yarn 1's own errors (`error Couldn't find package "x" ...`, `error
+    # https://registry...: Not found`); Xcode's `** TEST FAILED **` and `Testing failed:`; Mix's
+    # `** (Mix) "mix test" failed`; Ant's and old Gradle's verdict; ESLint's crash; node-gyp's
+    r"|X \[ERROR\] |error during build:|error (?:[A-Z]|/|https?://)|\*\* [A-Z]+(?: [A-Z]+)? FAILED \*\*"
+    r"|Testing failed:|\*\* \(Mix\) |BUILD UNSUCCESSFUL\b|Oops! Something went wrong!"
+    r"|(?:node-pre-)?gyp ERR! (?:[\w-]+ error\b|not ok\b)"
+    # the Dart analyzer's `  error - lib/a.dart:3:5 - Undefined name 'x'. - undefined_identifier` (and
+    # its older `error • ... • lib/a.dart:3:5 • code`)
+    r"|error (?:- \S+:\d+:\d+ - |• ))"
+    # (`x.cc:10: Failure`: GoogleTest's location of a failed expectation)
+    r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|Failure$|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
     r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2,}\S"  # eslint's stylish format `  3:7  error  'x' is ...`, yamllint's
 )
 # a linter's or compiler's diagnostic, which need hold no error word: `x.py:1:8: F401 ...` (flake8,
@@ -110,7 +126,13 @@ _FAILURE_ANY: Final = tuple(
         ("aborted", r"\b\d+ Aborted\s"),  # bash's `line 1:  6863 Aborted   ./a x` (a SIGABRT)
         ("sanitizer", r"\b(?:Address|Thread|Memory|Leak|UndefinedBehavior)Sanitizer: "),
         ("definitely lost", r"definitely lost: [1-9]"),  # valgrind's leak summary
-        ("assertion", r"Assertion [`'].*' failed|Assertion with \S+ failed"),  # C's assert(), ExUnit's
+        # C's assert() (glibc's, then the BSDs' and macOS's), ExUnit's
+        ("assertion", r"Assertion [`'].*' failed|Assertion failed: \(|Assertion with \S+ failed"),
+        # glibc's heap checks and stack protector, which abort the program
+        ("double free", r"double free (?:detected|or corruption)"),
+        ("(): ", r"^\w+\(\): (?:corrupted|invalid) (?:\w+ )*(?:size|pointer|chunks?)\b"),
+        ("stack smashing", r"\*\*\* stack smashing detected \*\*\*"),
+        ("failed=", r"\bunreachable=\d+ +failed=[1-9]|\bunreachable=[1-9]"),  # Ansible's PLAY RECAP
         # the linker's missing library (GNU ld, then Apple's)
         ("ld", r"\bld(?:\.\w+)?: (?:cannot find -l|library not found for -l)|symbol\(s\) not found for arch"),
         ("cannot find module", r"Cannot find module '"),  # node, jest
@@ -132,6 +154,12 @@ _FAILURE_ANY: Final = tuple(
         ("exitfailure", r"ExitFailure [1-9]"),  # Haskell's
         ("not found", r"^(?:\S*/)?(?:ba|da)?sh: (?:line )?\d+: .+: not found$"),  # dash's command not found
         ("unable to resolve host", r"unable to resolve host address"),  # wget
+        ("complete successfully", r"didn't complete successfully: exit [1-9]"),  # docker compose
+        ("an error occurred (", r"^An error occurred \(\w+\) when calling the \w+ operation"),  # AWS CLI
+        ("there were failing tests", r"There were failing tests\."),  # Gradle's test task
+        ("failed with errors", r"YN0000: .*Failed with errors in "),  # yarn 2+'s verdict
+        ("non-zero", r"exited with (?:a )?non-zero (?:exit )?(?:status|code)"),
+        ("too long with no output", r"^Too long with no output \(exceeded "),  # CircleCI's no-output timeout
         # actionlint's `ci.yml:12:5: property "foo" is not defined [expression]`, yamllint's parsable format
         ("ml:", r"\.ya?ml:\d+:\d+: (?:\[error\] |.+ \[[a-z][\w-]*\]$)"),
         (
@@ -247,7 +275,8 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "reformat", "code style issues", "rspec ./", "err_pnpm_", "sanitizer", "definitely lost", "oh no!",
     "_test.go:", "] › ", "not reached", "coverage threshold", "maximum execution time",
     "conflict (", "rejected] ", "execution halted", "terminate called", ".yml:", ".yaml:", ") test ",
-    "missing go.sum", "unknown revision", "invalid version",
+    "missing go.sum", "unknown revision", "invalid version", "double free", "corrupted", "sudo: ",
+    "unsuccessful", "oops! something went wrong", "too long with no output",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

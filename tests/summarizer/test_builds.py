@@ -19,6 +19,7 @@ from tests.fixtures.builds import (
     cargo_test,
     cmake_configure,
     ctest_run,
+    gtest_run,
     make_gcc,
     make_link,
     maven_javac,
@@ -159,6 +160,19 @@ CASES: dict[str, tuple[Callable[[Path], str], tuple[str, ...], str]] = {
             "exit code 1",
         ),
         r"rec\d+",
+    ),
+    "GoogleTest": (  # gtest's location lines, the expectation's values, the failed tests and their list
+        gtest_run,
+        (
+            "slug_test.cc:17: Failure",
+            'Which is: "creme-brulee"',
+            "slug_test.cc:24: Failure",
+            "no port in config line: Port = 8080",
+            "[  FAILED  ] Titles/SlugTest.MakesSlugs/217, where GetParam() = 217 (0 ms)",
+            "[  FAILED  ] 2 tests, listed below:",
+            "2 FAILED TESTS",
+        ),
+        r"MakesSlugs/\d+",
     ),
 }
 

@@ -541,6 +541,53 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("Would reformat: src/app/models.py", True),  # ruff format --check
         ("[warn] Code style issues found in 2 files. Run Prettier with --write to fix.", True),
         ("[ERROR] Failed to execute goal org.apache.maven.plugins:maven-surefire-plugin:3.2.5:test", True),
+        # recorded here (stop 57): GoogleTest 1.12, glibc 2.36's heap check and stack protector, OpenSSH
+        ("slug_test.cc:15: Failure", True),
+        ("[  FAILED  ] Titles/SlugTest.MakesSlugs/217, where GetParam() = 217 (0 ms)", True),
+        ("[  FAILED  ] 2 tests, listed below:", True),
+        ("[  PASSED  ] 406 tests.", False),
+        ("[       OK ] Titles/SlugTest.MakesSlugs/216 (0 ms)", False),
+        ("free(): double free detected in tcache 2", True),
+        ("*** stack smashing detected ***: terminated", True),
+        ("ssh: connect to host 127.0.0.1 port 1: Connection refused", True),
+        ("ssh: Could not resolve hostname build-cache.internal: Name or service not known", True),
+        # as the tools document them: glibc's other heap checks, the BSDs' and macOS's assert(), sudo
+        # without a terminal, Sphinx's `-W`, Ansible's PLAY RECAP
+        ("malloc(): corrupted top size", True),
+        ("munmap_chunk(): invalid pointer", True),
+        ("double free or corruption (out)", True),
+        ("Assertion failed: (n > 0), function ledger_total, file ledger.c, line 12.", True),
+        ("sudo: a terminal is required to read the password; either use the -S option to read from", True),
+        ("sudo: a password is required", True),
+        ("Warning, treated as error:", True),
+        ("web1                       : ok=3    changed=0    unreachable=0    failed=1    skipped=0", True),
+        ("web2                       : ok=0    changed=0    unreachable=1    failed=0    skipped=0", True),
+        ("web3                       : ok=5    changed=2    unreachable=0    failed=0    skipped=1", False),
+        # recorded here: esbuild 0.25, vite 6, yarn 1.22
+        ('✘ [ERROR] Could not resolve "./missing"', True),
+        ("error during build:", True),
+        ('error Couldn\'t find package "left-pad-does-not-exist-xyz" on the "npm" registry.', True),
+        # as the tools document them: esbuild without its symbols, yarn 2+, Xcode, Mix, Ant, Gradle's
+        # test task, ESLint's crash, node-gyp, the Dart analyzer, docker compose, the AWS CLI, CircleCI
+        ('X [ERROR] Could not resolve "./missing"', True),
+        ("➤ YN0000: · Failed with errors in 1s 12ms", True),
+        ("➤ YN0000: └ Completed in 0s 123ms", False),
+        ("** TEST FAILED **", True),
+        ("Testing failed:", True),
+        ('** (Mix) "mix test" failed', True),
+        ("BUILD UNSUCCESSFUL in 3s", True),
+        ("BUILD SUCCESSFUL in 3s", False),
+        ("> There were failing tests. See the report at: file:///app/build/reports/index.html", True),
+        ("Oops! Something went wrong! :(", True),
+        ("gyp ERR! build error", True),
+        ("gyp ERR! cwd /app/node_modules/bcrypt", False),
+        ("  error - lib/main.dart:3:5 - Undefined name 'x'. - undefined_identifier", True),
+        ("  info - lib/main.dart:4:1 - Unused import. - unused_import", False),
+        ('service "migrate" didn\'t complete successfully: exit 1', True),
+        ("An error occurred (AccessDenied) when calling the PutObject operation: Access Denied", True),
+        ("Container exited with non-zero status 137", True),
+        ("Too long with no output (exceeded 10m0s): context deadline exceeded", True),
+        ("errors in this module are logged and retried", False),
     ],
 )
 def test_a_line_is_a_failure_by_its_structure_and_a_runner_s_advice_is_not(line: str, failure: bool) -> None:
