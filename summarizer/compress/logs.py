@@ -49,10 +49,9 @@ class LogPlan:
         if self.ranks:  # what the model added: the lines the rules alone would not show
             alone = choose(self.lines, self.tiers, limits)
             self.model_lines = sum(1 for i, k in enumerate(keep) if k and not alone[i])
-        text, dropped, collapsed = render(self.lines, keep, ref, collapse=self.kind == "log")
+        text, dropped, collapsed, shown = render(self.lines, keep, ref, collapse=self.kind == "log")
         if self.kind == "test":
             return f"test run: {self.summary}", text, dropped
-        shown = text.count("\n") + 1 - collapsed
         repeats = f", {collapsed} repeats collapsed" if collapsed else ""  # (5 tokens in every log's digest)
         return f"log: {len(self.lines.raw)} lines, {shown} shown{repeats}", text, dropped
 

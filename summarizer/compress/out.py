@@ -30,6 +30,7 @@ class Out:
         self.ref = ref
         self.lines: list[str] = []
         self.dropped = 0
+        self.markers = 0  # lines of `lines` that are omission markers
         self._pending: list[str] = []
         self._pending_chars = 0
 
@@ -57,6 +58,7 @@ class Out:
         self._flush()
         if n_chars > 0:
             self.lines.append(omission(n_chars, self.ref))
+            self.markers += 1
             self.dropped += n_chars
 
     def render(self) -> str:
@@ -71,6 +73,7 @@ class Out:
             self.lines.extend(self._pending)  # the marker would be longer than what it replaces
         else:
             self.lines.append(omission(n, self.ref))
+            self.markers += 1
             self.dropped += n
         self._pending.clear()
         self._pending_chars = 0

@@ -351,11 +351,11 @@ def _fill_gaps(shown: list[str], keep: list[bool], room: int) -> None:
         i = j
 
 
-def render(lines: Lines, keep: list[bool], ref: str, collapse: bool) -> tuple[str, int, int]:
+def render(lines: Lines, keep: list[bool], ref: str, collapse: bool) -> tuple[str, int, int, int]:
     """The kept lines verbatim (without their leading timestamps and colour codes: Lines.shown), each
     dropped run as one marker; with `collapse`, the lines right after a kept line that differ from it
     only in numbers become a count on it.
-    Returns (text, dropped chars, lines collapsed into counts)."""
+    Returns (text, dropped chars, lines collapsed into counts, lines of the log shown)."""
     out = Out(ref)
     collapsed = 0
     shown = lines.shown
@@ -380,4 +380,5 @@ def render(lines: Lines, keep: list[bool], ref: str, collapse: bool) -> tuple[st
             out.dropped += rest
             collapsed += 1
         i = j
-    return out.render(), out.dropped, collapsed
+    text = out.render()
+    return text, out.dropped, collapsed, len(out.lines) - out.markers

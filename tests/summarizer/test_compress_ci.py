@@ -620,3 +620,16 @@ def test_a_formatter_s_check_is_a_failure(tmp_path: Path) -> None:
     failing = [ln for ln, f in zip(lines.clean, lines.failure, strict=True) if f]
     assert "3 files would be reformatted" in failing, text
     assert sum(ln.startswith("unformatted: ") for ln in failing) == 3, text
+
+
+@pytest.mark.parametrize("max_chars", [None, 90, 160, 400, 1200])
+def test_a_log_s_header_counts_the_lines_it_shows_not_its_omission_markers(max_chars: int | None) -> None:
+    body = [f"step {i}: compiled module_{i}.c in 0.{i % 10}s" for i in range(300)]
+    body[150:150] = ["module_150.c:12:5: error: 'ledger' undeclared (first use in this function)"]
+    body += ["make: *** [Makefile:3: all] Error 1", "```", "exit code 2"]
+    text = compress("\n".join(body), ref="a1#s1", max_chars=max_chars, kind="log").text
+    header, *lines = text.split("\n")
+    said = re.match(r"\[log: 304 lines, (\d+) shown", header)
+    assert said is not None, header
+    markers = [ln for ln in lines if re.fullmatch(r"\[… \d+ chars omitted; recall a1#s1\]", ln)]
+    assert int(said[1]) == len(lines) - len(markers), text  # (a collapsed line's marker is on it)
