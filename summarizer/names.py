@@ -10,8 +10,8 @@ path counts by its base name), a dunder (``__eq__``), snake_case or a leading un
 (``_sympify``, ``collect_root``), CamelCase or mixedCase (``FSCollector``, ``getValue``; also
 exception names). Plain words are not names; names every Python text holds (``__init__``,
 ``self``-like generics) are left out, and so are words that hold a generated id (seven or more hex
-digits: a conda build string ``py311h1ddb823_0``, a runner's ``af5455c7-a5c5-....sh``), which no
-agent types again.
+digits: a conda build string ``py311h1ddb823_0``) and files named by a UUID (a runner's
+``af5455c7-a5c5-....sh``), which no agent types again.
 
 Ranking (most likely to be named again first), each name counted once:
 
@@ -66,8 +66,11 @@ _TOKEN = re.compile(r"[A-Za-z_][\w\-]{0,79}(?:\.[\w\-]{1,40}){0,4}")
 _FILE = re.compile(rf"[\w\-]+\.(?:{_EXT})$")
 _HUMP = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2,}[a-z]")
 # a generated id inside a word: seven or more hex digits, digits and letters both (a conda build
-# string `py311h1ddb823_0`, a UUID, a hashed constraint name `account_id_7de0ae37_fk`)
+# string `py311h1ddb823_0`, a hashed constraint name `account_id_7de0ae37_fk`); a file named by a UUID
+# (a runner's temporary script). A file named by a revision id (Alembic's `c3a8f1b2d4e6_add_users.py`)
+# stays a name: an agent lists, reads and edits such files.
 _HEX_ID = re.compile(r"(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _DEFINES = re.compile(
     r"\b(?:def|class|func|function|fn|interface|struct|enum|trait|impl|type|actor|primitive|fun|"
     r"module|macro)[ \t]+([A-Za-z_]\w{0,59})"
@@ -97,7 +100,7 @@ def _names_of(text: str) -> dict[str, int]:
     for raw in _TOKEN.findall(text):  # (a path's segments are separate tokens: "/" ends one)
         token = raw.rstrip(".-")
         if _FILE.fullmatch(token):
-            if not _HEX_ID.search(token):
+            if not _UUID.match(token):
                 out[token] = out.get(token, 0) + 1
             continue
         parts = token.split(".")  # dotted code: each part is looked at

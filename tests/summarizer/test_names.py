@@ -156,7 +156,8 @@ def test_a_ci_log_s_set_up_is_no_source_of_names() -> None:
 def test_a_word_that_holds_a_generated_id_is_no_name() -> None:
     """A `conda list` gives each package a build string (`py311h1ddb823_0`), a runner names its
     temporary script by a UUID, a framework hashes a constraint's name: no agent types those again.
-    The packages' own names and a test named after a hex-looking word stay names."""
+    The packages' own names, a test named after a hex-looking word and a migration file named by its
+    revision id (Alembic's) stay names."""
     listing = "\n".join(
         [
             "# Name                    Version                   Build  Channel",
@@ -167,11 +168,13 @@ def test_a_word_that_holds_a_generated_id_is_no_name() -> None:
             "/home/runner/work/_temp/af5455c7-a5c5-4bc4-95e4-7c5a8bdcfb68.sh: line 3: conda: not found",
             'CONSTRAINT "b_manage_address_account_id_7de0ae37_fk" FOREIGN KEY',
             "test_decode_b64_payload PASSED; test_crc32_of_1234567 PASSED",
+            "alembic/versions/c3a8f1b2d4e6_add_users_table.py",
         ]
     )
     names = ranked_names([Item("s1", "tool_result", listing, 200)])
     ids = ("hd8ed1ab_1", "pyhd8ed1ab_1", "py311h5d046bc_0", "af5455c7-a5c5-4bc4-95e4-7c5a8bdcfb68.sh")
     assert not [n for n in names if n in ids or "7de0ae37" in n], names
-    for name in ("_openmp_mutex", "cached_property", "jupyter_client", "test_decode_b64_payload"):
+    keep = ("_openmp_mutex", "cached_property", "jupyter_client", "test_decode_b64_payload")
+    for name in (*keep, "c3a8f1b2d4e6_add_users_table.py"):  # (a migration's revision id: a file)
         assert name in names, names
     assert "test_crc32_of_1234567" in names, "seven digits and no hex letter: a number, not an id"
