@@ -22,8 +22,7 @@ from typing import Any, TextIO
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
-LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
-_METHOD_LEVEL = {
+_LEVEL = {  # a logger method's level; the config's levels (watcher.config.schema.LOG_LEVELS) among them
     "debug": logging.DEBUG, "info": logging.INFO, "msg": logging.INFO, "warning": logging.WARNING,
     "warn": logging.WARNING, "error": logging.ERROR, "exception": logging.ERROR,
     "critical": logging.CRITICAL, "fatal": logging.CRITICAL,
@@ -41,7 +40,7 @@ _now = _Current()
 
 
 def _at_level(logger: WrappedLogger, method: str, event: EventDict) -> EventDict:
-    if _METHOD_LEVEL.get(method, logging.INFO) < _now.level:
+    if _LEVEL.get(method, logging.INFO) < _now.level:
         raise structlog.DropEvent
     return event
 
@@ -106,7 +105,7 @@ def configure(level: str = "info", fmt: str = "auto") -> None:
             ],
         )
     )
-    _now.level, _now.handler, _now.render = LEVELS.get(level, logging.INFO), handler, renderer
+    _now.level, _now.handler, _now.render = _LEVEL.get(level, logging.INFO), handler, renderer
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(_now.level)
