@@ -88,7 +88,16 @@ _FAILURE_START: Final = re.compile(
     r"|(?:node-pre-)?gyp ERR! (?:[\w-]+ error\b|not ok\b)"
     # the Dart analyzer's `  error - lib/a.dart:3:5 - Undefined name 'x'. - undefined_identifier` (and
     # its older `error • ... • lib/a.dart:3:5 • code`)
-    r"|error (?:- \S+:\d+:\d+ - |• ))"
+    r"|error (?:- \S+:\d+:\d+ - |• )"
+    # the Go race detector's report; gotestsum's sections of failed tests; Ginkgo's location of a
+    # failure (`In [It] at: x_test.go:661`), its summary and its last line; docker's daemon refusing;
+    # a suite's own `TEST FAILURE: ...`; Rust's x.py; the failed test's header of Node.js's test.py
+    r"|WARNING: DATA RACE|={3} (?:Failed|Errors)\s*$|In \[[A-Za-z]+\] at: \S+:\d+"
+    r"|Summarizing \d+ Failures?:|Test Suite Failed|Error response from daemon: |TESTS? FAIL(?:URE|ED)\b"
+    r"|Bootstrap failed while executing|Build completed unsuccessfully in "
+    r"|={3} (?:release|debug) \S+ ={3}\s*$"
+    # faulthandler's stack of the thread that crashed (after `Fatal Python error: Segmentation fault`)
+    r"|Current thread 0x[0-9a-f]+ \(most recent call first\):)"
     # (`x.cc:10: Failure`: GoogleTest's location of a failed expectation)
     r"|[^\s:]+:\d+(?::\d+)?:? (?:error|fatal|Error|Failure$|E\d+|[A-Z]\w*(?:Error|Failure|Exception))\b"
     r"|[ \t]+\d+:\d+[ \t]+error[ \t]{2,}\S"  # eslint's stylish format `  3:7  error  'x' is ...`, yamllint's
@@ -181,9 +190,19 @@ _FAILURE_ANY: Final = tuple(
             # tox 4: `py311: FAIL code 1 (3.2 seconds)`, `py311: FAIL ✖ in 3.2 s`, `evaluation failed :(`
             r"|: FAIL (?:code -?[1-9]|✖ in )|evaluation failed :\("
             # Bazel's `//pkg:x_test    FAILED in 0.5s`, `... 12 tests pass and 2 fail locally.`
-            r"|\sFAILED in \d|\band [1-9]\d* fails? (?:locally|remotely)\b",
+            r"|\sFAILED in \d|\band [1-9]\d* fails? (?:locally|remotely)\b"
+            # unittest -v's `test_x (pkg.Test.test_x) ... FAIL`; Jest's `› 2 snapshots failed from 1
+            # test suite.`
+            r"|\s\.{3} FAIL\s*$|[1-9]\d* snapshots? failed\b",
         ),
         ("....", r"\.{4,} *(?:ERROR|Error) *$"),
+        (" ... error", r"\s\.{3} ERROR\s*$"),  # unittest -v's test in error
+        ("race detected", r"race detected during execution of test"),  # Go's testing with -race
+        # pnpm audit's and yarn audit's verdict
+        ("vulnerabilit", r"^\s*[1-9]\d* vulnerabilit(?:y|ies) found\b"),
+        # a formatter's check: spring-javaformat's `Formatting violations found in the following files:`,
+        # Spotless' `The following files had format violations:`
+        ("violations", r"[Ff]ormat(?:ting)? violations\b"),
         ("denied", r"(?:Permission|permission|Access|access) denied"),
         ("undefined", r"undefined reference to [`']|Undefined symbols for architecture"),  # the linker's
         ("multiple definition", r"multiple definition of [`']"),
@@ -276,7 +295,8 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "_test.go:", "] › ", "not reached", "coverage threshold", "maximum execution time",
     "conflict (", "rejected] ", "execution halted", "terminate called", ".yml:", ".yaml:", ") test ",
     "missing go.sum", "unknown revision", "invalid version", "double free", "corrupted", "sudo: ",
-    "unsuccessful", "oops! something went wrong", "too long with no output",
+    "unsuccessful", "oops! something went wrong", "too long with no output", "data race", "race detected",
+    "] at: ", "=== release ", "=== debug ", "vulnerabilit", "violations", "most recent call first",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

@@ -11,6 +11,7 @@ _TEST_SUMMARY = re.compile(
     r"=+ [^\n]*\b(?:passed|failed|errors?|skipped|xfailed|xpassed|deselected|no tests ran)\b[^\n]*=+"
     r"|(?:\d+ (?:passed|failed|errors?|skipped|warnings?|xfailed|xpassed|deselected),? )+in [\d.]+s\S*"
     r"|Ran \d+ tests? in \S+|OK(?: \([^)]*\))?|FAILED \([^)]*\)|=* ?tests finished:[^\n]*"
+    r"|Ran \d+ of \d+ Specs? in [\d.]+ seconds"  # Ginkgo's
     r"|(?:\[\w+\] )?Tests run: \d+, Failures: \d+, Errors: \d+, Skipped: \d+"
     r"|(?:\[\w+\] )?BUILD (?:SUCCESS|FAILURE|FAILED)\b[^\n]*|[\w.-]+: commands (?:succeeded|failed)"
     r"|congratulations :\)|(?:ok|FAIL)[ \t]+\S+[ \t]+[\d.]+s"
