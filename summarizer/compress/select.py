@@ -13,8 +13,8 @@ indented lines after it, its location lines) comes with it.
    summary, the job's name;
 1. failure lines (the ends of each run of them, the first two of each kind) with the start of their
    blocks, the header and script of a failing CI step (a script line that fails the step itself,
-   `exit 1`, `core.setFailed(...)`, right after the header) and its output before the error (nearest
-   first), the log's last lines, marks a test runner's parser adds;
+   `exit 1`, `core.setFailed(...)`, `echo "::error::..."`, right after the header) and its output
+   before the error (nearest first), the log's last lines, marks a test runner's parser adds;
 2. grep-like context around failures (3 before, 8 after, not across a blank line), the failing
    step's command and settings, the rest of a failure's block, the log's last paragraph (up to ten
    lines; without a failing CI step, whose error is the verdict);
@@ -50,15 +50,27 @@ _PER_SHAPE = 2  # failure lines of one kind (clean.kind_of) in tier 1; the rest 
 _RUN_HEAD, _RUN_TAIL = 6, 3  # failure lines at each end of a run that are shown first
 _BLOCK_MAX = 12  # continuation lines that follow a failure line in its block (tier 2) ...
 _BLOCK_FIRST = 2  # ... of which the first ones are in tier 1 (the innermost frames of a stack)
+_FRAMES_MAX = 60  # lines of a failure's stack searched for the failing test's own frame (_test_frame)
+# a location in a test file: JUnit's `(LedgerTest.java:60)`, `test_ledger.py", line 12`, Go's
+# `ledger_test.go:12`, Jest's `ledger.test.ts:32:38`, rspec's `ledger_spec.rb:8`, or in a test
+# directory (`test/config/get.ts:32:38`, Node.js's `test/common/debugger.js:92:28`)
+_TEST_FILE = re.compile(
+    r"\b(?:[A-Z]\w*Tests?|Test[A-Z]\w*)\.(?:java|kt|scala|groovy|cs|swift|php):\d+"
+    r"|\b(?:test_\w+|\w+_test)\.py(?::\d+|\", line \d+)|\w_test\.go:\d+"
+    r"|\.(?:test|spec)\.[cm]?[jt]sx?:\d+|\w_(?:spec|test)\.rb:\d+"
+    r"|(?<![\w.-])(?:tests?|__tests__|specs?)[/\\][^\s:()\"']*\.\w+(?::\d+|\", line \d+)"
+)
 _STEP_TAIL = 30  # lines before a CI step's error annotation
 _SCRIPT_MAX = 200  # lines of a step's `script` input searched for the line that fails the step
 _CONTEXT_MIN, _FILL_MIN = 1000, 300  # chars that context and other lines may take at least
 _MARKER = 48  # what an omission marker costs, roughly
 # a line of a CI step's script that fails the step itself: `exit 1`, `exit "$rc"`, `false`,
-# `core.setFailed(...)`, `process.exit(2)`, `sys.exit(1)`, `raise`, `throw`
+# `core.setFailed(...)`, `process.exit(2)`, `sys.exit(1)`, `raise`, `throw`, and the workflow command
+# that writes the step's error annotation (`echo "::error::Doc build failed"`)
 _FAILS = re.compile(
     r"\s*(?:exit\s+(?:[1-9]\d*|\"?\$)|false\s*(?:[;#]|$)"
     r"|.*\b(?:core\.setFailed\(|process\.exit\(\s*[1-9]|sys\.exit\(\s*[1-9\"'])|raise\s|throw\s)"
+    r"|.*::error\b"
 )
 
 
@@ -123,6 +135,27 @@ def _block_end(lines: Lines, i: int) -> int:
     return j
 
 
+def _test_frame(lines: Lines, i: int) -> int | None:
+    """The first line of the stack under failure line `i` that is in a test file (_TEST_FILE): the
+    failing test's own line, however many of the assertion library's frames come first (JUnit's
+    are six), within _FRAMES_MAX lines; None when the stack names no test file."""
+    base = indent(lines.clean[i])
+    stop = min(len(lines.clean), i + 1 + _FRAMES_MAX)
+    for j in range(i + 1, stop):
+        ln = lines.clean[j]
+        s = ln.lstrip()
+        if not s:  # a blank line inside the block (jest's) when more-indented lines follow
+            nxt = lines.clean[j + 1] if j + 1 < stop else ""
+            if nxt.strip() and indent(nxt) > base:
+                continue
+            return None
+        if lines.failure[j] or (indent(ln) <= base and not s.startswith("at ")):
+            return None
+        if _TEST_FILE.search(ln, 0, 400):
+            return j
+    return None
+
+
 def _paragraph(clean: list[str], i: int, before: int, after: int) -> tuple[int, int]:
     """[lo, hi) around line i: up to `before` lines back and `after` on, not across a blank line."""
     lo = i
@@ -165,6 +198,9 @@ def _mark_failures(lines: Lines, t: _Tiers) -> None:
             t.span(i + 1, end, 2, run[0])
             lo, hi = _paragraph(lines.clean, i, 3, 8)
             t.span(lo, hi, 2, run[0])
+            frame = _test_frame(lines, i)
+            if frame is not None:
+                t.mark(frame, 1, run[0])
 
 
 def _script_input(lines: Lines, settings: int, group_end: int) -> range:

