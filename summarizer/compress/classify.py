@@ -200,9 +200,15 @@ _FAILURE_ANY: Final = tuple(
         ("race detected", r"race detected during execution of test"),  # Go's testing with -race
         # pnpm audit's and yarn audit's verdict
         ("vulnerabilit", r"^\s*[1-9]\d* vulnerabilit(?:y|ies) found\b"),
-        # a formatter's check: spring-javaformat's `Formatting violations found in the following files:`,
-        # Spotless' `The following files had format violations:`
-        ("violations", r"[Ff]ormat(?:ting)? violations\b"),
+        # a checker's verdict: spring-javaformat's `Formatting violations found in the following files:`,
+        # Spotless' `The following files had format violations:`, Checkstyle's and PMD's `You have 3
+        # Checkstyle violations.`, `There are 2 PMD violations.`, Gradle's dependency analysis' `There
+        # were dependency violations.` (not `There were no violations.`)
+        (
+            "violation",
+            r"[Ff]ormat(?:ting)? violations\b"
+            r"|\b(?:You have|There (?:were|was|are|is)) (?!no |0 )(?:[1-9]\d* )?(?:[\w-]+ )?violations?\b",
+        ),
         ("denied", r"(?:Permission|permission|Access|access) denied"),
         ("undefined", r"undefined reference to [`']|Undefined symbols for architecture"),  # the linker's
         ("multiple definition", r"multiple definition of [`']"),
@@ -296,7 +302,7 @@ _HINTS: Final = (  # looked for in the lower-cased text: lines without any of th
     "conflict (", "rejected] ", "execution halted", "terminate called", ".yml:", ".yaml:", ") test ",
     "missing go.sum", "unknown revision", "invalid version", "double free", "corrupted", "sudo: ",
     "unsuccessful", "oops! something went wrong", "too long with no output", "data race", "race detected",
-    "] at: ", "=== release ", "=== debug ", "vulnerabilit", "violations", "most recent call first",
+    "] at: ", "=== release ", "=== debug ", "vulnerabilit", "violation", "most recent call first",
 )  # fmt: skip
 _CLASSIFIED_MAX: Final = 15_000  # hint lines classified at each end of a text (the rest: mentions)
 _SCAN_CHARS: Final = 4000  # of a line, what the classifiers read (a longer line is judged by its start)

@@ -695,6 +695,10 @@ def test_a_line_shows_without_its_stamps_and_colours_and_keeps_the_rest_byte_for
         ("0 vulnerabilities found", False),
         ("Formatting violations found in the following files:", True),
         ("The following files had format violations:", True),
+        ("You have 3 Checkstyle violations.", True),
+        ("There are 2 PMD violations.", True),
+        ("   > There were dependency violations. See report at file:///app/build/reports/health.txt", True),
+        ("There were no violations.", False),
     ],
 )
 def test_a_line_is_a_failure_by_its_structure_and_a_runner_s_advice_is_not(line: str, failure: bool) -> None:
