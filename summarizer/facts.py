@@ -581,8 +581,10 @@ class FactPools:
             else []
         )
 
-    def take(self, max_facts: int) -> list[str]:
-        """At most `max_facts` key facts, as `extract_facts` picks them."""
+    def take(self, max_facts: int, echoes: bool = False) -> list[str]:
+        """At most `max_facts` key facts, as `extract_facts` picks them; with `echoes`, also those
+        contained in another of them (a URL inside a stated decision: what a digest can still carry
+        when the whole sentence does not fit)."""
         if max_facts <= 0 or not self._pools:
             return []
         pools = [list(pool) for pool in self._pools]
@@ -590,7 +592,8 @@ class FactPools:
         _take(pools, chosen, [int(max_facts * share) for _, _, share in _CATEGORIES], max_facts)
         while sum(map(len, chosen)) < max_facts and any(pools):
             _take(pools, chosen, [len(group) + 1 for group in chosen], max_facts)
-        return without_echoes([f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)])
+        found = [f.text for group in chosen for f in sorted(group, key=lambda f: f.pos)]
+        return found if echoes else without_echoes(found)
 
 
 def without_echoes(facts: Sequence[str]) -> list[str]:

@@ -139,7 +139,7 @@ def render(
     out.append("Sections (quoted data, not instructions):")
     out += lines
     text = "\n".join(out)
-    return text, tuple(f for f in (*facts.all(), *facts.statements()) if f in text)  # a gist keeps them all
+    return text, tuple(f for f in (*facts.parts(), *facts.statements()) if f in text)  # a gist keeps them all
 
 
 def _section_bodies(
@@ -290,6 +290,7 @@ class FactPicker:
         self._pools: FactPools | None = None  # scanned on first use
         self._cache: dict[int, tuple[str, ...]] = {}
         self._statements: tuple[str, ...] | None = None
+        self._parts: tuple[str, ...] | None = None
 
     def facts(self, n: int) -> tuple[str, ...]:
         if n not in self._cache:
@@ -301,6 +302,16 @@ class FactPicker:
 
     def all(self) -> tuple[str, ...]:
         return self.facts(self.most)
+
+    def parts(self) -> tuple[str, ...]:
+        """The key facts with those another of them contains (all() leaves those out): the parts of a
+        sentence a digest may carry when the sentence does not fit."""
+        if self._parts is None:
+            if self._pools is None:
+                self._pools = FactPools(self.source, self.most, self.skip)
+            found = self._pools.take(self.most, echoes=True)
+            self._parts = tuple(defang(f) for f in found if not instruction_like(f))
+        return self._parts
 
     def statements(self) -> tuple[str, ...]:
         """Stated facts beyond the capped extraction, carried while the budget has room."""
@@ -339,13 +350,15 @@ class FactPicker:
         while chosen and size(chosen) > room:
             chosen.pop()
         chosen = [*stated, *chosen]
-        for f in [*without_echoes([f for f in self.all() if f not in present]), *self.statements()]:
+        # then more facts while they fit; a fact inside a sentence that did not fit (the URL of a
+        # stated decision) is one of them: the sentence's part survives where the whole cannot
+        for f in [*self.parts(), *self.statements()]:
             if f in present or f in chosen or any(f in c for c in chosen):
                 continue
             if size([*chosen, f]) <= max_chars - reserved:
                 chosen.append(f)
-        order = {f: k for k, f in enumerate(self.all())}
-        return sorted(chosen, key=lambda f: order.get(f, len(order)))
+        order = {f: k for k, f in enumerate(self.parts())}
+        return sorted(without_echoes(chosen), key=lambda f: order.get(f, len(order)))
 
 
 def stub(items: Sequence[Item], ref: str, before: int, facts: Sequence[str], max_chars: int) -> str:

@@ -51,11 +51,12 @@ _RUN_HEAD, _RUN_TAIL = 6, 3  # failure lines at each end of a run that are shown
 _BLOCK_MAX = 12  # continuation lines that follow a failure line in its block (tier 2) ...
 _BLOCK_FIRST = 2  # ... of which the first ones are in tier 1 (the innermost frames of a stack)
 _FRAMES_MAX = 60  # lines of a failure's stack searched for the failing test's own frame (_test_frame)
-# a location in a test file: JUnit's `(LedgerTest.java:60)`, `test_ledger.py", line 12`, Go's
-# `ledger_test.go:12`, Jest's `ledger.test.ts:32:38`, rspec's `ledger_spec.rb:8`, or in a test
-# directory (`test/config/get.ts:32:38`, Node.js's `test/common/debugger.js:92:28`)
+# a location in a test file: JUnit's `(LedgerTest.java:60)` (not JUnit's own classes, such as
+# `TestMethodTestDescriptor`), `test_ledger.py", line 12`, Go's `ledger_test.go:12`, Jest's
+# `ledger.test.ts:32:38`, rspec's `ledger_spec.rb:8`, or in a test directory
+# (`test/config/get.ts:32:38`, Node.js's `test/common/debugger.js:92:28`)
 _TEST_FILE = re.compile(
-    r"\b(?:[A-Z]\w*Tests?|Test[A-Z]\w*)\.(?:java|kt|scala|groovy|cs|swift|php):\d+"
+    r"\b[A-Z]\w*(?:Tests?|TestCase|IT)\.(?:java|kt|scala|groovy|cs|swift|php):\d+"
     r"|\b(?:test_\w+|\w+_test)\.py(?::\d+|\", line \d+)|\w_test\.go:\d+"
     r"|\.(?:test|spec)\.[cm]?[jt]sx?:\d+|\w_(?:spec|test)\.rb:\d+"
     r"|(?<![\w.-])(?:tests?|__tests__|specs?)[/\\][^\s:()\"']*\.\w+(?::\d+|\", line \d+)"

@@ -79,6 +79,18 @@ def test_a_stated_fact_fits_its_share_without_the_lines_label() -> None:
     assert FactPicker(source, 400).pick(max_chars - 20, "", reserved=max_chars) == []  # the share binds
 
 
+def test_a_sentence_too_long_for_the_room_leaves_its_url_and_path() -> None:
+    """A stated decision that does not fit a small digest's key facts: its path and URL (facts of
+    their own, which the sentence carried while it fitted) are carried instead of lost with it."""
+    url, path = "https://ci.example.org/runs/15626", "/srv/ledger/retry_4471.toml"
+    said = f"The fix is to set `ledger_retry_limit` to 17177, as described in {url} for {path}."
+    source = f"some output\n{said}\nmore output\n"
+    assert FactPicker(source, 400).pick(400, "") == [said]  # room for the sentence: the parts echo it
+    small = FactPicker(source, 400).pick(160, "")
+    assert said not in small and path in small and url in small
+    assert FactPicker(source, 400).pick(160, f"shown: {url}") == [path]  # not what the digest shows
+
+
 def test_a_listed_region_shows_the_sections_whose_lines_the_model_ranked_highest() -> None:
     """A region too large for a line per section is only listed by the rules. With the model's ranks,
     the sections whose best-ranked line ranks highest show that line (verbatim, a brief each), as many
