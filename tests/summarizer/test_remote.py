@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import select
+import queue
 import socket
 import subprocess
 import sys
@@ -57,20 +57,29 @@ def server(model_path: str) -> Iterator[str]:
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1"]
     cmd += ["--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--api_key", KEY]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    assert proc.stderr is not None
+    # one thread reads every line of stderr for the server's whole life (a select() on the pipe
+    # misses lines that a readline() already took into the stream's buffer: llama.cpp's many load
+    # lines and uvicorn's last two arrive in one chunk on a busy machine)
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for ln in proc.stderr or ():
+            lines.put(ln)
+
+    threading.Thread(target=read, daemon=True).start()
     seen: list[str] = []
     end = time.monotonic() + 180
     while True:  # wait for uvicorn's own "running" line (the real readiness event)
-        ready, _, _ = select.select([proc.stderr], [], [], max(0.0, end - time.monotonic()))
-        line = proc.stderr.readline() if ready else ""
+        try:
+            line = lines.get(timeout=max(0.0, end - time.monotonic()))
+        except queue.Empty:
+            line = ""
         seen.append(line)
         if "Uvicorn running on" in line:
             break
-        if not line:
+        if not line or proc.poll() is not None:
             proc.kill()
             pytest.fail("llama_cpp.server did not start:\n" + "".join(seen[-30:]))
-    drain = threading.Thread(target=lambda: [None for _ in proc.stderr or ()], daemon=True)
-    drain.start()
     yield f"http://127.0.0.1:{port}/v1"
     proc.terminate()
     proc.wait(timeout=30)
