@@ -326,7 +326,8 @@ class FactPicker:
     def pick(self, max_chars: int, present: str, reserved: int = 0) -> list[str]:
         """Facts not already in `present`, whose line fits `max_chars - reserved`: the largest
         extraction (a smaller one keeps every category's share) that fits, then more facts from the
-        full extraction while they fit. A fact contained in another chosen fact is carried by it.
+        full extraction while they fit, with the parts of sentences left out (parts(): a stated
+        decision's URL). A fact contained in another chosen fact is carried by it.
         Stated facts get their share of all of `max_chars`: the `reserved` room (the names line's)
         comes out of the extracted facts only."""
 
