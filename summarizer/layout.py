@@ -288,17 +288,17 @@ class FactPicker:
         self.skip = skip  # fact categories another line of the digest carries
         self.most = max_facts_for(target_tokens)
         self._pools: FactPools | None = None  # scanned on first use
-        self._cache: dict[int, tuple[str, ...]] = {}
+        self._cache: dict[tuple[int, bool], tuple[str, ...]] = {}
         self._statements: tuple[str, ...] | None = None
-        self._parts: tuple[str, ...] | None = None
 
-    def facts(self, n: int) -> tuple[str, ...]:
-        if n not in self._cache:
+    def facts(self, n: int, echoes: bool = False) -> tuple[str, ...]:
+        key = (min(n, self.most), echoes)
+        if key not in self._cache:
             if self._pools is None:
                 self._pools = FactPools(self.source, self.most, self.skip)
-            found = self._pools.take(min(n, self.most))
-            self._cache[n] = tuple(defang(f) for f in found if not instruction_like(f))
-        return self._cache[n]
+            found = self._pools.take(*key)
+            self._cache[key] = tuple(defang(f) for f in found if not instruction_like(f))
+        return self._cache[key]
 
     def all(self) -> tuple[str, ...]:
         return self.facts(self.most)
@@ -306,12 +306,7 @@ class FactPicker:
     def parts(self) -> tuple[str, ...]:
         """The key facts with those another of them contains (all() leaves those out): the parts of a
         sentence a digest may carry when the sentence does not fit."""
-        if self._parts is None:
-            if self._pools is None:
-                self._pools = FactPools(self.source, self.most, self.skip)
-            found = self._pools.take(self.most, echoes=True)
-            self._parts = tuple(defang(f) for f in found if not instruction_like(f))
-        return self._parts
+        return self.facts(self.most, echoes=True)
 
     def statements(self) -> tuple[str, ...]:
         """Stated facts beyond the capped extraction, carried while the budget has room."""
