@@ -3,8 +3,9 @@
 #   ./dev.sh setup   install system packages (Mosquitto), a venv in .venv, Python deps and the model
 #   ./dev.sh run     setup, then run the daemon in the foreground (extra args go to `compactd run`)
 #   ./dev.sh test    setup, then ruff, mypy (strict), the import contracts (lint-imports), the generated
-#                    config docs (watcher.config.docs --check) and the tests; then the OpenHands adapter
-#                    tests in .venv-openhands (openhands-sdk needs Python >= 3.12; the rest runs on 3.11)
+#                    config docs (watcher.config.docs --check) and the tests (on two workers, then the
+#                    `serial` ones alone; with args: pytest ARGS in one process); then the OpenHands
+#                    adapter tests in .venv-openhands (openhands-sdk needs Python >= 3.12; the rest runs on 3.11)
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -118,10 +119,15 @@ case "$cmd" in
     "$VENV/bin/mypy"
     "$VENV/bin/lint-imports"  # the rooms' import directions and no cycles ([tool.importlinter])
     "$VENV/bin/python" -m watcher.config.docs --check  # README config table + example generated from the schema
-    # the slowest tests are listed: CI must stay under 30 minutes (1 783 s in all on a slow 2-core Xeon at
-    # stop 46; the proxy and adapter tests were trimmed in stop 47)
-    "$VENV/bin/python" -m pytest -q --durations=15 "$@"
-    if [ $# -eq 0 ]; then  # the whole suite: the OpenHands adapter's tests too (Python 3.12)
+    # the slowest tests are listed: CI must stay under 30 minutes (the tests took 1 515 s in one process
+    # on a slow 2-core EPYC at stop 58; 831 s here at stop 59, 523 s on two workers)
+    if [ $# -gt 0 ]; then
+      "$VENV/bin/python" -m pytest -q --durations=15 "$@"
+    else  # the whole suite: on TEST_WORKERS workers (pytest-xdist, a file per worker at a time), then
+      # the `serial` tests alone (they race the machine's speed: tests/conftest.py SERIAL), then the
+      # OpenHands adapter's tests (Python 3.12)
+      "$VENV/bin/python" -m pytest -q --durations=15 -n "${TEST_WORKERS:-2}" --dist loadfile -m "not serial"
+      "$VENV/bin/python" -m pytest -q --durations=10 -m serial
       setup_openhands
       # compactd mcp (mcp 2.x) comes from the main venv
       COMPACTD_MCP_COMMAND="$PWD/$VENV/bin/compactd" "$OH_VENV/bin/python" -m pytest -q tests/integrations/openhands
