@@ -124,7 +124,7 @@ case "$cmd" in
     if [ $# -gt 0 ]; then
       "$VENV/bin/python" -m pytest -q --durations=15 "$@"
     else  # the whole suite: on TEST_WORKERS workers (pytest-xdist, a file per worker at a time), then
-      # the `serial` tests alone (they race the machine's speed: tests/conftest.py SERIAL), then the
+      # the `serial` tests alone (they race the machine's speed: tests/conftest.py), then the
       # OpenHands adapter's tests (Python 3.12)
       "$VENV/bin/python" -m pytest -q --durations=15 -n "${TEST_WORKERS:-2}" --dist loadfile -m "not serial"
       "$VENV/bin/python" -m pytest -q --durations=10 -m serial

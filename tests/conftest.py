@@ -2,9 +2,8 @@
 
 The helpers behind them live in tests/fixtures/. A test that uses the model (``model_path``,
 ``daemon``) is marked ``model`` and one that uses the broker (``broker``) is marked ``broker``
-here, automatically; both fail, never skip, when what they need is missing. A test in one of the
-SERIAL modules is marked ``serial``: ./dev.sh test runs the others on two workers (pytest-xdist)
-and these after them, alone.
+here, automatically; both fail, never skip, when what they need is missing. A test marked
+``serial`` (below) runs alone: ./dev.sh test runs the others on two workers (pytest-xdist) first.
 """
 
 from __future__ import annotations
@@ -22,36 +21,15 @@ from watcher.runtime.paths import default_model_path
 
 # fixture -> the marker of every test that uses it (directly or through another fixture)
 MARKED_BY_FIXTURE = {"model_path": "model", "daemon": "model", "broker": "broker"}
-# Modules whose tests race the machine's own speed: the model's prefill rate measured at warm-up
-# sizes deadlines, a lane wait or a read-ahead window; a stall, a late job or loop lag is asserted
-# absent (or, in the load bench, a goal is asserted missed at a size sized for this machine). Beside
-# another worker they would measure half a machine, so they run alone (./dev.sh test), the rest on
-# two workers.
-SERIAL = frozenset(
-    {
-        "tests/watcher/eval/test_bench_ingest.py",
-        "tests/watcher/eval/test_bench_load.py",
-        "tests/watcher/runtime/test_e2e.py",
-        "tests/watcher/runtime/test_e2e_defaults.py",
-        "tests/watcher/serve/test_deadline.py",
-        "tests/watcher/serve/test_degrade.py",
-        "tests/watcher/serve/test_fairness.py",
-        "tests/watcher/serve/test_lanewait.py",
-        "tests/watcher/serve/test_largest_turn.py",
-        "tests/watcher/serve/test_looplag.py",
-        "tests/watcher/serve/test_modelcost.py",
-        "tests/watcher/serve/test_readahead.py",
-    }
-)
-ROOT = Path(__file__).resolve().parents[1]
+# ``serial`` (a module's ``pytestmark``, or a test's decorator): a test that races the machine's own
+# speed. The model's prefill rate measured at warm-up sizes a deadline, a lane wait or a read-ahead
+# window; a stall, a late job or loop lag is asserted absent; the load bench asserts a goal missed at
+# a size made for one machine; a WAL checkpoint must complete between commits. Beside another worker
+# it would measure half a machine, so ./dev.sh test runs it alone, after the others on two workers.
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if missing := sorted(p for p in SERIAL if not (ROOT / p).is_file()):
-        raise pytest.UsageError(f"tests/conftest.py SERIAL names modules that are gone: {missing}")
     for item in items:
-        if item.path.relative_to(ROOT).as_posix() in SERIAL:
-            item.add_marker("serial")
         for fixture, marker in MARKED_BY_FIXTURE.items():
             if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None:
                 item.add_marker(marker)

@@ -8,11 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ipc.context import Context
 from ipc.protocol import decode, parse_delta, parse_ops
 from ipc.sections import Section
 from watcher.eval.bench.ingest import BENCH_SECTIONS, START_VERSION, DeltaStream, context_sections
 from watcher.serve import wire
+
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
 
 
 def test_frames_are_consecutive_deltas_that_keep_the_context_size() -> None:

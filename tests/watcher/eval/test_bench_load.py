@@ -21,6 +21,8 @@ from watcher.eval.replay import token_counter
 from watcher.eval.trajectories import load_many
 from watcher.planning.lookahead import Lookahead
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 MINI = require() / "mini-swe-agent"
 
 STEP_KEYS = (

@@ -20,6 +20,8 @@ from tests.fixtures.daemon import status as status_of
 from watcher.eval.harness import DaemonProcess, daemon_argv, running_daemon
 from watcher.eval.trajectories import load
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 BUDGET = 8000
 
 

@@ -23,6 +23,8 @@ from tests.fixtures.daemon import log_events, status, wait_event
 from watcher.eval.harness import DaemonProcess, running_daemon
 from watcher.eval.trajectories import load
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 BUDGET = 16000  # the default reserve 0.15 and low watermark 0.7: high 13 600, low 11 200
 START_FILL = 11000  # tokens of history sent at attach (back to back): under the trigger
 PACE_S = 3.0  # the agent's own LLM call per turn

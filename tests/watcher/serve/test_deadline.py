@@ -24,6 +24,8 @@ from watcher.serve.jobs import Jobs
 from watcher.serve.scheduler import DETERMINISTIC_LANES, FairScheduler, Fallback, Job
 from watcher.serve.session import Session
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 
 def recorder(order: list[str], key: str, hold: float = 0.0) -> Job:
     async def run() -> None:

@@ -35,6 +35,8 @@ from watcher.serve.degrade import (
     level_for,
 )
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 
 def test_under_load_a_job_folds_deeper_when_its_bite_would_not_last_a_queue_cycle() -> None:
     marks = Watermarks(32_000, 0.15, 0.7)  # high 27 200, low 22 400

@@ -17,6 +17,8 @@ from tests.fixtures.daemon import wait_until
 from watcher.eval.harness import DaemonProcess
 from watcher.serve.scheduler import MODEL_MAX_WAITING, FairScheduler, Job
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 
 async def test_chatty_agent_takes_turns_with_the_others() -> None:
     sched = FairScheduler()

@@ -33,6 +33,8 @@ from watcher.config.settings import Config
 from watcher.serve.modelcost import engine_totals, warm_up
 from watcher.serve.server import Server
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 BUDGET = 16000  # high watermark 13 600, low 11 200 (reserve 0.15, low 0.7)
 TURN_S = 2.0  # the agent's pace
 TYPICAL_S = 20.0  # seconds of the typical model job: the look-ahead's lead, ~1 000 tokens at 100 a turn

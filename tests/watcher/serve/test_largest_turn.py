@@ -18,6 +18,8 @@ from watcher.planning.planner import Watermarks
 from watcher.serve.jobs import Jobs
 from watcher.serve.session import Session
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 
 def test_the_schedulers_order_counts_the_largest_turn_lately() -> None:
     """Two agents under their high watermark, the same small turns since they attached; one sent a

@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tests.fixtures.daemon import wait_until
 from watcher.serve.looplag import LoopLag
+
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
 
 
 async def test_a_callback_that_holds_the_loop_shows_as_its_lag() -> None:

@@ -9,6 +9,8 @@ from summarizer.digest import Item, Summarizer
 from summarizer.engine import EngineSettings, LlamaEngine
 from watcher.serve.modelcost import MIN_MODEL_TOKENS, ModelCost, engine_totals, warm_up
 
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
+
 
 def test_no_estimate_before_a_measurement() -> None:
     cost = ModelCost()

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 import zmq.asyncio
 
 from ipc.client import AgentLink
@@ -23,6 +24,8 @@ from watcher.config.settings import Config
 from watcher.eval.harness import DaemonProcess, running_daemon
 from watcher.serve.readahead import READ_QUIET_S
 from watcher.serve.server import Server
+
+pytestmark = pytest.mark.serial  # races the machine's own speed (tests/conftest.py)
 
 BUDGET = 16000  # high watermark 13 600 (reserve 0.15): reading starts at half the trigger
 FRESH = 4  # [compaction] fresh_turns, the default

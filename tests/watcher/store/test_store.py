@@ -334,9 +334,10 @@ def fill(store: Store, refs: range, gap_s: float) -> int:
 
 # A checkpoint copies no frame past the oldest open read: the bound races the threads' speed. On a
 # loaded machine (beside another test worker, or two busy loops: 3 failures of 3) the search
-# indexer's thread, short of CPU, holds its read of the store across the fill's back-to-back
-# commits, every inline PASSIVE checkpoint stops at its frame, and the WAL reached 33-36 MB (8x
-# WAL_CHECKPOINT_BYTES) before one completed. Alone the bound holds.
+# indexer's thread holds its read of the store across the fill's back-to-back commits (short of
+# CPU or of the GIL, it seems: closing the indexer ends it), every inline PASSIVE checkpoint stops
+# at its frame, and the WAL reached 33-36 MB (8x WAL_CHECKPOINT_BYTES) before one completed. Alone
+# the bound holds.
 @pytest.mark.serial
 def test_the_wal_is_checkpointed_by_a_thread_and_stays_bounded(tmp_path: Path) -> None:
     store = open_store(tmp_path)
